@@ -1,0 +1,1 @@
+"""spyreopt: joint planning of work division, layout, residency, relayouts and addresses."""

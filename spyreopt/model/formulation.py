@@ -1,0 +1,241 @@
+"""The Formulation: the solver-facing standard form every backend reads.
+
+A Formulation is plain data, the shape of the auto-sharding ILPs and of the
+IOPDDL contest, extended with an exact max-epigraph term and address placement:
+
+* choice nodes: node ``i`` picks one candidate ``s`` in ``range(len(costs))``;
+  it costs ``costs[s]`` and, while live (half-open ``interval``), uses
+  ``usages[s]`` memory;
+* edges: a pair table over the two endpoints' candidates, ``costs[s_u, s_v]``;
+  pairs that cannot occur are ``allowed[s_u, s_v] == False``; a pair may also
+  hold extra memory ``usages[s_u, s_v]`` live over the edge's interval (a
+  relayout copy);
+* max terms: ``cost += max_k (unary_k[s_node] + sum_e table_k,e[s_u, s_v])``,
+  the exact epigraph of a "compute overlaps memory" op time;
+* a memory limit per time step, and optionally ``placement``: every buffer
+  (node or edge with non-zero usage) must also get an aligned address so that
+  no two live buffers overlap within ``placement.capacity``.
+
+Costs are integers in ``cost_unit_us`` microseconds each (fixed point, so the
+objective is exact and every backend agrees bit for bit). Nothing here knows
+about any particular hardware: Spyre compiles into it in ``model.problem``,
+IOPDDL loads into it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+BufferKey = tuple[str, int]
+"""("node", i) or ("edge", k): the buffer a node candidate or an edge pair holds."""
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    costs: np.ndarray  # int64 [S]
+    usages: np.ndarray  # int64 [S]
+    interval: tuple[int, int]  # half-open; (0, 0) means never live
+
+    @property
+    def num_candidates(self) -> int:
+        return len(self.costs)
+
+
+@dataclass(frozen=True)
+class Edge:
+    u: int
+    v: int
+    costs: np.ndarray  # int64 [S_u, S_v]
+    allowed: np.ndarray | None = None  # bool [S_u, S_v]; None means every pair
+    usages: np.ndarray | None = None  # int64 [S_u, S_v]; None means no memory
+    interval: tuple[int, int] = (0, 0)
+
+    def is_allowed(self, su: int, sv: int) -> bool:
+        return self.allowed is None or bool(self.allowed[su, sv])
+
+
+@dataclass(frozen=True)
+class Affine:
+    """One alternative of a max term: a node vector plus edge pair tables."""
+
+    unary: np.ndarray  # int64 [S_node]
+    edge_parts: tuple[tuple[int, np.ndarray], ...] = ()  # (edge index, [S_u, S_v])
+
+
+@dataclass(frozen=True)
+class MaxTerm:
+    node: int
+    alternatives: tuple[Affine, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    capacity: int
+    alignment: int = 1
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    key: BufferKey
+    lower: int
+    upper: int  # half-open
+    size: int
+
+
+@dataclass(frozen=True)
+class Formulation:
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    usage_limit: int | None
+    max_terms: tuple[MaxTerm, ...] = ()
+    placement: Placement | None = None
+    cost_unit_us: float = 1.0
+    name: str = "problem"
+    _incident: dict = field(default_factory=dict, compare=False, repr=False)
+
+    # ---- structure -------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        his = [n.interval[1] for n in self.nodes] + [e.interval[1] for e in self.edges]
+        return max(his, default=0)
+
+    def incident_edges(self, i: int) -> list[int]:
+        """Edge indices touching node i (cached)."""
+        if not self._incident:
+            table: dict[int, list[int]] = {k: [] for k in range(len(self.nodes))}
+            for k, e in enumerate(self.edges):
+                table[e.u].append(k)
+                if e.v != e.u:
+                    table[e.v].append(k)
+            self._incident.update(table)
+        return self._incident[i]
+
+    def max_terms_of(self, i: int) -> list[int]:
+        return [t for t, m in enumerate(self.max_terms) if m.node == i]
+
+    # ---- exact evaluation -----------------------------------------------
+    def evaluate(self, assignment: tuple[int, ...] | list[int]) -> int:
+        """Exact objective (Python int, no overflow) of a full assignment."""
+        self._check_shape(assignment)
+        total = sum(int(n.costs[s]) for n, s in zip(self.nodes, assignment))
+        for e in self.edges:
+            total += int(e.costs[assignment[e.u], assignment[e.v]])
+        for m in self.max_terms:
+            total += max(affine_value(a, m.node, self.edges, assignment) for a in m.alternatives)
+        return total
+
+    def objective_us(self, assignment) -> float:
+        return self.evaluate(assignment) * self.cost_unit_us
+
+    def buffers(self, assignment) -> list[BufferSpec]:
+        """Every buffer the assignment holds (non-zero usage over a non-empty interval)."""
+        out: list[BufferSpec] = []
+        for i, (n, s) in enumerate(zip(self.nodes, assignment)):
+            size = int(n.usages[s])
+            if size > 0 and n.interval[1] > n.interval[0]:
+                out.append(BufferSpec(("node", i), n.interval[0], n.interval[1], size))
+        for k, e in enumerate(self.edges):
+            if e.usages is None:
+                continue
+            size = int(e.usages[assignment[e.u], assignment[e.v]])
+            if size > 0 and e.interval[1] > e.interval[0]:
+                out.append(BufferSpec(("edge", k), e.interval[0], e.interval[1], size))
+        return out
+
+    def usage_profile(self, assignment) -> list[int]:
+        """Live usage at each time step 0..num_steps-1."""
+        steps = [0] * self.num_steps
+        for b in self.buffers(assignment):
+            for t in range(b.lower, b.upper):
+                steps[t] += b.size
+        return steps
+
+    def violations(self, assignment, offsets: dict[BufferKey, int] | None = None) -> list[str]:
+        """Every hard constraint the assignment (and offsets) break; empty when feasible."""
+        self._check_shape(assignment)
+        out: list[str] = []
+        for k, e in enumerate(self.edges):
+            if not e.is_allowed(assignment[e.u], assignment[e.v]):
+                out.append(
+                    f"edge {k} ({self.nodes[e.u].name} -> {self.nodes[e.v].name}): "
+                    f"pair ({assignment[e.u]}, {assignment[e.v]}) is not allowed"
+                )
+        if self.usage_limit is not None:
+            for t, used in enumerate(self.usage_profile(assignment)):
+                if used > self.usage_limit:
+                    out.append(f"time step {t}: usage {used} exceeds limit {self.usage_limit} by {used - self.usage_limit}")
+        if self.placement is not None:
+            out.extend(self._placement_violations(assignment, offsets or {}))
+        return out
+
+    def is_feasible(self, assignment, offsets: dict[BufferKey, int] | None = None) -> bool:
+        return not self.violations(assignment, offsets)
+
+    def _placement_violations(self, assignment, offsets: dict[BufferKey, int]) -> list[str]:
+        assert self.placement is not None
+        cap, align = self.placement.capacity, self.placement.alignment
+        out: list[str] = []
+        bufs = self.buffers(assignment)
+        for b in bufs:
+            if b.key not in offsets:
+                out.append(f"buffer {b.key}: no address")
+                continue
+            off = offsets[b.key]
+            if off < 0 or off + b.size > cap:
+                out.append(f"buffer {b.key}: [{off}, {off + b.size}) outside capacity {cap}")
+            if off % align:
+                out.append(f"buffer {b.key}: address {off} not a multiple of {align}")
+        placed = sorted((b for b in bufs if b.key in offsets), key=lambda b: b.lower)
+        for a_i, a in enumerate(placed):
+            for b in placed[a_i + 1 :]:
+                if b.lower >= a.upper:
+                    break
+                oa, ob = offsets[a.key], offsets[b.key]
+                if oa < ob + b.size and ob < oa + a.size:
+                    out.append(
+                        f"buffers {a.key} and {b.key} overlap in address "
+                        f"([{oa}, {oa + a.size}) and [{ob}, {ob + b.size})) while both live"
+                    )
+        return out
+
+    def _check_shape(self, assignment) -> None:
+        if len(assignment) != len(self.nodes):
+            raise ValueError(f"assignment has {len(assignment)} entries, formulation has {len(self.nodes)} nodes")
+        for i, (n, s) in enumerate(zip(self.nodes, assignment)):
+            if not 0 <= s < n.num_candidates:
+                raise ValueError(f"node {i} ({n.name}): candidate {s} out of range 0..{n.num_candidates - 1}")
+
+    def iter_pairs(self, k: int) -> Iterator[tuple[int, int]]:
+        """Allowed (s_u, s_v) pairs of edge k."""
+        e = self.edges[k]
+        su, sv = e.costs.shape
+        for a in range(su):
+            for b in range(sv):
+                if e.is_allowed(a, b):
+                    yield a, b
+
+
+def affine_value(a: Affine, node: int, edges: tuple[Edge, ...], assignment) -> int:
+    value = int(a.unary[assignment[node]])
+    for k, table in a.edge_parts:
+        e = edges[k]
+        value += int(table[assignment[e.u], assignment[e.v]])
+    return value
+
+
+@dataclass
+class Solution:
+    """What a backend returns: an assignment, addresses, and how it got there."""
+
+    assignment: tuple[int, ...]
+    offsets: dict[BufferKey, int]
+    status: str  # optimal | feasible | timeout | infeasible | error
+    objective: int | None
+    bound: int | None = None
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+    message: str = ""

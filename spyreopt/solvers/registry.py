@@ -1,0 +1,64 @@
+"""Backends behind one interface: a name maps to a module with a ``solve`` function.
+
+Every backend module defines::
+
+    def solve(f: Formulation, *, time_limit: float, seed: int, hint=None, **options) -> Solution
+
+Modules are imported lazily so that a missing optional dependency surfaces as a
+clear error for that backend only, never as an import failure of the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+
+from spyreopt.errors import SolverError
+from spyreopt.model.formulation import Formulation, Solution
+
+BACKENDS: dict[str, str] = {
+    "greedy": "spyreopt.solvers.greedy",
+    "anneal": "spyreopt.solvers.anneal",
+    "cpsat": "spyreopt.solvers.cpsat",
+    "milp": "spyreopt.solvers.milp",
+}
+
+
+def register(name: str, module: str) -> None:
+    """Add a backend: ``module`` must define ``solve`` with the signature above."""
+    BACKENDS[name] = module
+
+
+def names() -> list[str]:
+    return sorted(BACKENDS)
+
+
+def get_backend(name: str):
+    if name not in BACKENDS:
+        raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
+    try:
+        module = importlib.import_module(BACKENDS[name])
+    except ImportError as exc:
+        raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
+    return module.solve
+
+
+def solve_formulation(
+    f: Formulation, backend: str = "greedy", *, time_limit: float = 10.0, seed: int = 0, **options: Any
+) -> Solution:
+    """Run one backend; a backend that raises is reported in the Solution, never swallowed."""
+    solve = get_backend(backend)
+    if time_limit <= 0:
+        raise SolverError(f"time_limit must be positive, got {time_limit}")
+    start = time.perf_counter()
+    try:
+        sol = solve(f, time_limit=time_limit, seed=seed, **options)
+    except SolverError:
+        raise
+    except Exception as exc:  # a solver crash becomes a typed error naming the backend
+        raise SolverError(f"backend {backend!r} failed: {type(exc).__name__}: {exc}") from exc
+    sol.stats.setdefault("backend", backend)
+    if not sol.seconds:
+        sol.seconds = time.perf_counter() - start
+    return sol

@@ -1,0 +1,268 @@
+"""IOPDDL contest instances (ASPLOS 2025): load into a Formulation, evaluate like the contest.
+
+An instance is ``{"problem": {"name", "nodes": {"intervals", "costs", "usages"},
+"edges": {"nodes", "costs"}, "usage_limit"}}``. Node ``i`` picks strategy ``s``:
+cost ``costs[i][s]``, memory ``usages[i][s]`` while live (half-open interval;
+``[0, 0]`` is never live). Edge ``k`` over nodes ``(u, v)`` costs
+``edges.costs[k][s_u * len(costs[v]) + s_v]``; parallel edges all count. A
+solution is infeasible when the live usage at some time step exceeds
+``usage_limit``.
+
+``evaluate_iopddl`` is deliberately written from the contest's definition and
+not from ``Formulation.evaluate``, so that the two can check each other.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spyreopt.errors import FormatError
+from spyreopt.model.formulation import Edge, Formulation, Node
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+BEST_KNOWN: dict[str, int] = {
+    "asplos-2025-iopddl-B": 532_843,
+    "asplos-2025-iopddl-G": 217_039,
+}
+"""Best cost of any of the 20 contest teams, by problem name."""
+
+
+@dataclass(frozen=True)
+class IopddlProblem:
+    """A validated instance: plain Python ints, exactly as in the file."""
+
+    name: str
+    intervals: list[tuple[int, int]]
+    costs: list[list[int]]
+    usages: list[list[int]]
+    edge_nodes: list[list[int]]
+    edge_costs: list[list[int]]
+    usage_limit: int | None
+
+
+# ---- reading and validation -------------------------------------------------
+def read_json(path: str | PathLike) -> dict:
+    """The JSON document of a plain or gzipped file (detected by content, not by name)."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{path}: not valid JSON: {exc}") from exc
+
+
+def parse_problem(data: Any) -> IopddlProblem:
+    """Validate a contest document (or its ``problem`` member); FormatError names the bad field."""
+    if isinstance(data, dict) and "problem" in data:
+        data = data["problem"]
+    p = _require_dict(data, "problem")
+    nodes = _require_dict(_member(p, "nodes", "problem"), "problem.nodes")
+    edges = _require_dict(_member(p, "edges", "problem"), "problem.edges")
+    intervals = _require_list(_member(nodes, "intervals", "problem.nodes"), "problem.nodes.intervals")
+    costs = _require_list(_member(nodes, "costs", "problem.nodes"), "problem.nodes.costs")
+    usages = _require_list(_member(nodes, "usages", "problem.nodes"), "problem.nodes.usages")
+    n = len(costs)
+    for field, seq in (("intervals", intervals), ("usages", usages)):
+        if len(seq) != n:
+            raise FormatError(f"problem.nodes.{field}: {len(seq)} entries, problem.nodes.costs has {n}")
+
+    out_intervals: list[tuple[int, int]] = []
+    for i, iv in enumerate(intervals):
+        where = f"problem.nodes.intervals[{i}]"
+        iv = _int_list(iv, where)
+        if len(iv) != 2:
+            raise FormatError(f"{where}: expected [lower, upper], got {len(iv)} numbers")
+        lo, hi = iv
+        if lo < 0 or hi < lo:
+            raise FormatError(f"{where}: [{lo}, {hi}] is not a half-open interval with 0 <= lower <= upper")
+        out_intervals.append((lo, hi))
+
+    out_costs, out_usages = [], []
+    for i in range(n):
+        c = _int_list(costs[i], f"problem.nodes.costs[{i}]")
+        u = _int_list(usages[i], f"problem.nodes.usages[{i}]")
+        if not c:
+            raise FormatError(f"problem.nodes.costs[{i}]: a node needs at least one strategy")
+        if len(u) != len(c):
+            raise FormatError(f"problem.nodes.usages[{i}]: {len(u)} entries, problem.nodes.costs[{i}] has {len(c)}")
+        for s, x in enumerate(u):
+            if x < 0:
+                raise FormatError(f"problem.nodes.usages[{i}][{s}]: negative usage {x}")
+        out_costs.append(c)
+        out_usages.append(u)
+
+    edge_nodes = _require_list(_member(edges, "nodes", "problem.edges"), "problem.edges.nodes")
+    edge_costs = _require_list(_member(edges, "costs", "problem.edges"), "problem.edges.costs")
+    if len(edge_costs) != len(edge_nodes):
+        raise FormatError(f"problem.edges.costs: {len(edge_costs)} entries, problem.edges.nodes has {len(edge_nodes)}")
+    out_edge_nodes, out_edge_costs = [], []
+    for k, ends in enumerate(edge_nodes):
+        where = f"problem.edges.nodes[{k}]"
+        ends = _int_list(ends, where)
+        if not ends:
+            raise FormatError(f"{where}: an edge needs at least one node")
+        for j in ends:
+            if not 0 <= j < n:
+                raise FormatError(f"{where}: node {j} out of range 0..{n - 1}")
+        c = _int_list(edge_costs[k], f"problem.edges.costs[{k}]")
+        expected = 1
+        for j in ends:
+            expected *= len(out_costs[j])
+        if len(c) != expected:
+            raise FormatError(
+                f"problem.edges.costs[{k}]: {len(c)} entries, the strategy counts of nodes {ends} need {expected}"
+            )
+        out_edge_nodes.append(ends)
+        out_edge_costs.append(c)
+
+    limit = p.get("usage_limit")
+    if limit is not None:
+        limit = _int(limit, "problem.usage_limit")
+        if limit < 0:
+            raise FormatError(f"problem.usage_limit: negative limit {limit}")
+    name = p.get("name", "iopddl")
+    if not isinstance(name, str):
+        raise FormatError(f"problem.name: expected a string, got {type(name).__name__}")
+    return IopddlProblem(name, out_intervals, out_costs, out_usages, out_edge_nodes, out_edge_costs, limit)
+
+
+def _member(d: dict, key: str, where: str) -> Any:
+    if key not in d:
+        raise FormatError(f"{where}.{key}: missing")
+    return d[key]
+
+
+def _require_dict(x: Any, where: str) -> dict:
+    if not isinstance(x, dict):
+        raise FormatError(f"{where}: expected an object, got {type(x).__name__}")
+    return x
+
+
+def _require_list(x: Any, where: str) -> list:
+    if not isinstance(x, list):
+        raise FormatError(f"{where}: expected a list, got {type(x).__name__}")
+    return x
+
+
+def _int(x: Any, where: str) -> int:
+    # bool is an int subclass in Python but never a valid number in the format
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise FormatError(f"{where}: expected an integer, got {x!r}")
+    if not INT64_MIN <= x <= INT64_MAX:
+        raise FormatError(f"{where}: {x} does not fit in a signed 64-bit integer")
+    return x
+
+
+def _int_list(x: Any, where: str) -> list[int]:
+    x = _require_list(x, where)
+    return [_int(v, f"{where}[{j}]") for j, v in enumerate(x)]
+
+
+def _problem_of(source: str | PathLike | dict | IopddlProblem) -> IopddlProblem:
+    if isinstance(source, IopddlProblem):
+        return source
+    if isinstance(source, dict):
+        return parse_problem(source)
+    return parse_problem(read_json(source))
+
+
+# ---- into the Formulation --------------------------------------------------
+def load_iopddl(source: str | PathLike | dict | IopddlProblem) -> Formulation:
+    """A Formulation whose ``evaluate`` and ``violations`` match the contest on every solution.
+
+    Costs keep their contest values (1e18 entries stay costs, as in the
+    contest's evaluator, not forbidden pairs); the cost unit is abstract (1.0).
+    """
+    p = _problem_of(source)
+    nodes = tuple(
+        Node(f"n{i}", np.array(c, dtype=np.int64), np.array(u, dtype=np.int64), iv)
+        for i, (c, u, iv) in enumerate(zip(p.costs, p.usages, p.intervals))
+    )
+    edges = []
+    for k, (ends, c) in enumerate(zip(p.edge_nodes, p.edge_costs)):
+        if len(ends) != 2:
+            raise FormatError(f"problem.edges.nodes[{k}]: {len(ends)} nodes; the Formulation holds pairwise edges only")
+        u, v = ends
+        table = np.array(c, dtype=np.int64).reshape(len(p.costs[u]), len(p.costs[v]))
+        edges.append(Edge(u, v, table))
+    return Formulation(nodes=nodes, edges=tuple(edges), usage_limit=p.usage_limit, name=p.name)
+
+
+# ---- the contest's evaluation ---------------------------------------------
+def evaluate_iopddl(
+    source: str | PathLike | dict | IopddlProblem, solution: list[int]
+) -> tuple[int, bool, dict[str, Any]]:
+    """``(cost, feasible, details)`` of a solution, computed as the contest does, in Python ints.
+
+    ``details`` holds the node and edge cost parts, the peak live usage and its
+    first time step, the limit, and the time steps over the limit.
+    """
+    p = _problem_of(source)
+    if isinstance(solution, (str, bytes)) or not hasattr(solution, "__len__"):
+        raise FormatError(f"solution: expected a list of strategy indices, got {type(solution).__name__}")
+    if len(solution) != len(p.costs):
+        raise FormatError(f"solution: {len(solution)} entries, the problem has {len(p.costs)} nodes")
+    choice = []
+    for i, s in enumerate(solution):
+        s = _int(int(s) if isinstance(s, np.integer) else s, f"solution[{i}]")
+        if not 0 <= s < len(p.costs[i]):
+            raise FormatError(f"solution[{i}]: strategy {s} out of range 0..{len(p.costs[i]) - 1}")
+        choice.append(s)
+
+    node_cost = sum(p.costs[i][s] for i, s in enumerate(choice))
+    edge_cost = 0
+    for ends, table in zip(p.edge_nodes, p.edge_costs):
+        index = 0
+        for j in ends:  # row-major over the edge's nodes, first node major
+            index = index * len(p.costs[j]) + choice[j]
+        edge_cost += table[index]
+
+    # live usage per step by a difference array over half-open intervals
+    horizon = max((hi for _, hi in p.intervals), default=0)
+    delta = [0] * (horizon + 1)
+    for (lo, hi), s, use in zip(p.intervals, choice, p.usages):
+        if lo < hi:
+            delta[lo] += use[s]
+            delta[hi] -= use[s]
+    live, over = 0, []
+    peak, peak_step = 0, None
+    for t in range(horizon):
+        live += delta[t]
+        if peak_step is None or live > peak:
+            peak, peak_step = live, t
+        if p.usage_limit is not None and live > p.usage_limit:
+            over.append(t)
+    details = {
+        "node_cost": node_cost,
+        "edge_cost": edge_cost,
+        "peak_usage": peak,
+        "peak_step": peak_step,
+        "usage_limit": p.usage_limit,
+        "steps_over_limit": over,
+    }
+    return node_cost + edge_cost, not over, details
+
+
+def score(name: str, cost: int, feasible: bool) -> float | None:
+    """best_known / cost as in the contest (0.0 when infeasible); None for an unknown instance."""
+    best = BEST_KNOWN.get(name)
+    if best is None:
+        return None
+    if not feasible or cost <= 0:
+        return 0.0
+    return best / cost
+
+
+def save_solution(path: str | PathLike, assignment) -> None:
+    """Write the chosen strategy index of every node as a JSON list."""
+    Path(path).write_text(json.dumps([int(s) for s in assignment]) + "\n")

@@ -1,1 +1,19 @@
-"""spyreopt: joint planning of work division, layout, residency, relayouts and addresses."""
+"""spyreopt: joint planning of work division, stick layout, scratchpad residency,
+relayouts and addresses for dataflow AI accelerators (IBM Spyre is the reference).
+"""
+
+from spyreopt import workloads
+from spyreopt.api import solve
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.errors import FormatError, GraphError, InfeasibleError, PlanError, SolverError, SpyreoptError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.formulation import Formulation
+from spyreopt.model.graph import Graph
+from spyreopt.model.plan import Plan
+from spyreopt.model.problem import Problem
+
+__all__ = [
+    "Coefficients", "FormatError", "Formulation", "Graph", "GraphError", "HardwareSpec", "InfeasibleError",
+    "Plan", "PlanError", "Problem", "SolverError", "SpyreoptError", "solve", "workloads",
+]  # fmt: skip
+__version__ = "0.1.0"

@@ -24,8 +24,8 @@ IOPDDL loads into it directly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 

@@ -1,0 +1,5 @@
+import sys
+
+from spyreopt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,39 @@
+"""``solve``: graph -> Problem -> Formulation -> backend -> Plan, checked before it is returned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.errors import PlanError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.decode import decode
+from spyreopt.model.graph import Graph
+from spyreopt.model.plan import Plan
+from spyreopt.model.problem import Problem
+from spyreopt.solvers.registry import solve_formulation
+
+
+def solve(
+    graph: Graph | Problem,
+    backend: str = "greedy",
+    *,
+    time_limit: float = 10.0,
+    seed: int = 0,
+    hardware: HardwareSpec | None = None,
+    coefficients: Coefficients | None = None,
+    **options: Any,
+) -> Plan:
+    """Plan a graph with one backend. The returned plan has passed ``validate``.
+
+    ``solve_seconds`` is measured by the backend and so varies between runs;
+    every decision in the plan is identical for the same input and seed.
+    """
+    problem = graph if isinstance(graph, Problem) else Problem(graph, hardware, coefficients)
+    sol = solve_formulation(problem.formulation, backend, time_limit=time_limit, seed=seed, **options)
+    plan = decode(problem, sol, backend=backend, seed=seed)
+    try:
+        plan.validate()
+    except PlanError as exc:
+        raise PlanError(f"backend {backend!r} returned an invalid plan: {exc}") from exc
+    return plan

@@ -1,0 +1,319 @@
+"""Per-op layout candidates (division x output stick dim) with their slices and costs,
+and the edge analysis between a producer's and a consumer's candidates.
+
+This is where Spyre's rules live: stick requirements of each op kind, span
+limit, in-place matching of per-core slices, relayout legality (destination
+cores a multiple of source cores, fan-in within the limit) and its cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from spyreopt.costmodel import analytic as cm
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.errors import PlanError
+from spyreopt.model.division import Division, enumerate_divisions, legal_factors, iteration_box, owners, project, reduction_split
+from spyreopt.model.graph import Graph, Op, Tensor
+from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs, elems_per_stick, span_bytes
+from spyreopt.model.opspace import OpSpace, op_space
+
+TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}
+
+
+@dataclass(frozen=True)
+class OperandRef:
+    """An op input resolved through views to the tensor that holds the data."""
+
+    base: str
+    perm: tuple[int, ...]  # operand dim j is base dim perm[j]
+
+    def to_base(self, box: Box) -> Box:
+        out: list[tuple[int, int]] = [(0, 0)] * len(box)
+        for j, d in enumerate(self.perm):
+            out[d] = box[j]
+        return tuple(out)
+
+
+def resolve(g: Graph, name: str) -> OperandRef:
+    perm = tuple(range(len(g.tensors[name].shape)))
+    while True:
+        producer = g.tensors[name].producer
+        if producer is None or g.ops[producer].kind != "view":
+            return OperandRef(name, perm)
+        view = g.ops[producer]
+        perm = tuple(view.attrs["perm"][p] for p in perm)
+        name = view.inputs[0]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One (division, output stick dim) choice of an op, with everything derived from it."""
+
+    division: Division
+    stick: int  # output stick dim
+    compute_ns: float
+    psum_ns: float
+    owner_boxes: dict[int, Box]  # core -> output box
+    footprint: int  # LX bytes per core of the output slice (padded)
+    write_bytes: int  # padded bytes written when the output goes to device memory
+    reads: tuple[tuple[tuple[int, Box], ...], ...]  # per operand: (core, box in base coords)
+    required: tuple[int | None, ...]  # per operand: required stick dim in base coords (None: any)
+
+
+class OpCandidates:
+    """All legal layouts of one op."""
+
+    def __init__(
+        self,
+        g: Graph,
+        op: Op,
+        hw: HardwareSpec,
+        coef: Coefficients,
+        max_layouts: int,
+        fixed: tuple[tuple[int, ...], int] | None = None,
+    ):
+        self.op = op
+        self.space: OpSpace = op_space(g, op)
+        self.out: Tensor = g.tensors[op.output]
+        self.refs = tuple(resolve(g, x) for x in op.inputs)
+        self.g, self.hw, self.coef = g, hw, coef
+        self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
+
+    def checked_layout(self, factors: tuple[int, ...], stick: int) -> Layout:
+        """The layout of a given division and stick dim, or PlanError saying which rule it breaks."""
+        name, space = self.op.name, self.space
+        rank = len(self.out.shape)
+        if not 0 <= stick < rank:
+            raise PlanError(f"op {name!r}: stick dim {stick} out of range for output rank {rank}")
+        if self.op.kind in ("matmul", "reshape") and stick != rank - 1:
+            raise PlanError(f"op {name!r}: a {self.op.kind} writes its output stick-on-last (dim {rank - 1}), not {stick}")
+        if len(factors) != len(space.dims):
+            raise PlanError(f"op {name!r}: division has {len(factors)} factors, iteration space {space.dims}")
+        required = self._required(stick)
+        units = self._units(stick, required)
+        if prod(factors) > self.hw.cores:
+            raise PlanError(f"op {name!r}: division {factors} uses {prod(factors)} cores, more than {self.hw.cores}")
+        splits = [d for d, f, red in zip(space.dims, factors, space.reduction) if red and f > 1]
+        if len(splits) > 1:
+            raise PlanError(f"op {name!r}: division splits {len(splits)} reduction dims {splits}; at most one")
+        for d, f, e, u, red, ok in zip(space.dims, factors, space.extents, units, space.reduction, space.splittable_reduction):
+            if red and not ok and f > 1:
+                raise PlanError(f"op {name!r}: division splits reduced dim {d} of a {self.op.kind}")
+            if f not in legal_factors(e, u):
+                what = f"{-(-e // u)} sticks" if u > 1 else f"{e} elements"
+                raise PlanError(f"op {name!r}: factor {f} on dim {d} does not divide its extent ({what})")
+        chunks = tuple((-(-e // u) // f) * u for e, u, f in zip(space.extents, units, factors))
+        lay = self._layout(Division(tuple(factors), chunks), stick, required)
+        if lay is None:
+            raise PlanError(f"op {name!r}: division {factors} gives a core a span above {self.hw.span_limit_bytes} bytes")
+        return lay
+
+    # ---- stick rules -------------------------------------------------------
+    def _required(self, stick: int) -> tuple[int | None, ...]:
+        """Stick dim each operand must be in (base coords), given the output stick dim."""
+        out = []
+        for j, ref in enumerate(self.refs):
+            rank = len(self.g.tensors[self.op.inputs[j]].shape)
+            if self.op.kind == "matmul":
+                view_dim: int | None = rank - 1
+            elif self.op.kind == "reshape":
+                view_dim = rank - 1
+            else:
+                dim_map = self.space.operand_maps[j]
+                view_dim = dim_map.index(stick) if stick in dim_map else None
+                if view_dim is not None and self.g.tensors[self.op.inputs[j]].shape[view_dim] == 1:
+                    view_dim = None
+            out.append(None if view_dim is None else ref.perm[view_dim])
+        return tuple(out)
+
+    def _units(self, stick: int, required: tuple[int | None, ...]) -> tuple[int, ...]:
+        """Elements per split unit of each iteration dim: a stick where a tensor is stuck on it."""
+        stick_bytes = self.hw.stick_bytes
+        units = [1] * len(self.space.extents)
+        out_it = self.space.output_map[stick]
+        if out_it is not None:
+            units[out_it] = max(units[out_it], elems_per_stick(self.out.elem_bytes, stick_bytes))
+        for j, ref in enumerate(self.refs):
+            if required[j] is None or self.space.reshape_input:
+                continue
+            view_dim = ref.perm.index(required[j])
+            it = self.space.operand_maps[j][view_dim]
+            if it is not None:
+                eb = self.g.tensors[ref.base].elem_bytes
+                units[it] = max(units[it], elems_per_stick(eb, stick_bytes))
+        return tuple(units)
+
+    # ---- enumeration -------------------------------------------------------
+    def _enumerate(self, max_layouts: int) -> list[Layout]:
+        rank = len(self.out.shape)
+        # matmuls and reshapes write stick-on-last; pointwise ops and reductions may also
+        # keep the second-to-last dim innermost (a transposed flow, or a reduction off the stick)
+        sticks = [rank - 1] if self.op.kind in ("matmul", "reshape") or rank < 2 else [rank - 1, rank - 2]
+        layouts: list[Layout] = []
+        for stick in sticks:
+            if self.out.shape[stick] == 1 and stick != rank - 1:
+                continue
+            required = self._required(stick)
+            units = self._units(stick, required)
+            for div in enumerate_divisions(self.space, units, self.hw.cores):
+                lay = self._layout(div, stick, required)
+                if lay is not None:
+                    layouts.append(lay)
+        return self._prune(layouts, max_layouts)
+
+    def _prune(self, layouts: list[Layout], max_layouts: int) -> list[Layout]:
+        """Keep, per stick dim, the fastest layouts among the largest core counts (deterministic)."""
+        kept: list[Layout] = []
+        for stick in sorted({lay.stick for lay in layouts}, reverse=True):
+            group = [lay for lay in layouts if lay.stick == stick]
+            top = max(lay.division.cores for lay in group)
+            group = [lay for lay in group if lay.division.cores * 4 >= top]
+            group.sort(key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors))
+            kept.extend(group[:max_layouts])
+        return kept
+
+    def _layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
+        hw, coef, space = self.hw, self.coef, self.space
+        limit = hw.span_limit_bytes
+        boxes = [iteration_box(space, div, c) for c in range(div.cores)]
+        own = {c: project(boxes[c], space.output_map) for c in owners(space, div)}
+        eb, sb = self.out.elem_bytes, hw.stick_bytes
+        for box in own.values():
+            if span_bytes(box, self.out.shape, stick, eb, sb) > limit:
+                return None
+        reads = []
+        for j, ref in enumerate(self.refs):
+            base = self.g.tensors[ref.base]
+            rstick = required[j] if required[j] is not None else len(base.shape) - 1
+            per_core = []
+            for c, box in enumerate(boxes):
+                rbox = self._read_box(j, ref, box, div)
+                if span_bytes(rbox, base.shape, rstick, base.elem_bytes, sb) > limit:
+                    return None
+                per_core.append((c, rbox))
+            reads.append(tuple(per_core))
+        footprint = max(box_padded_bytes(b, stick, eb, sb) for b in own.values())
+        write = sum(box_padded_bytes(b, stick, eb, sb) for b in own.values())
+        compute = self._compute_ns(div, stick)
+        k = reduction_split(space, div)
+        psum = cm.psum_ns(coef, footprint, k) if self.op.kind == "matmul" else 0.0
+        return Layout(div, stick, compute, psum, own, footprint, write, tuple(reads), required)
+
+    def _read_box(self, j: int, ref: OperandRef, box: Box, div: Division) -> Box:
+        base_shape = self.g.tensors[ref.base].shape
+        if self.space.reshape_input:
+            return self._reshape_read(box, div, base_shape)
+        return ref.to_base(project(box, self.space.operand_maps[j]))
+
+    def _reshape_read(self, box: Box, div: Division, in_shape: tuple[int, ...]) -> Box:
+        """A reshape split only along dim 0 reads a dim-0 block when the blocks line up; else everything."""
+        whole = tuple((0, d) for d in in_shape)
+        out_shape = self.out.shape
+        if any(f > 1 for f in div.factors[1:]):
+            return whole
+        f = div.factors[0]
+        inner_out = prod(out_shape[1:])
+        inner_in = prod(in_shape[1:])
+        lo, hi = box[0][0] * inner_out, box[0][1] * inner_out
+        if f == 1 or lo % inner_in or hi % inner_in:
+            return whole
+        return ((lo // inner_in, hi // inner_in),) + whole[1:]
+
+    def _compute_ns(self, div: Division, stick: int) -> float:
+        coef, space = self.coef, self.space
+        per_core = prod(-(-e // f) for e, f in zip(space.extents, div.factors))
+        if self.op.kind == "matmul":
+            m_index = len(space.dims) - 3
+            rows = -(-space.extents[m_index] // div.factors[m_index])
+            return cm.matmul_compute_ns(coef, per_core, rows)
+        fn = self.op.attrs.get("fn", "copy")
+        stick_reduce = self.op.kind == "reduce" and stick in self.op.attrs["dims"]
+        trans = fn in TRANSCENDENTAL and self.op.kind == "pointwise"
+        return cm.vector_compute_ns(coef, per_core, trans, stick_reduce)
+
+    # ---- reads from device memory -----------------------------------------
+    def hbm_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
+        base = self.g.tensors[self.refs[j].base]
+        sb = self.hw.stick_bytes
+        return sum(box_padded_bytes(b, base_stick, base.elem_bytes, sb) for _, b in lay.reads[j])
+
+
+@dataclass(frozen=True)
+class EdgeAnalysis:
+    """What it takes for a consumer layout to read a producer layout's resident output."""
+
+    inplace: bool
+    relayout_legal: bool
+    relayout_ns: float
+    fan_in: int
+    copy_bytes: int  # per-core LX bytes of the consumer-side copy (relayout)
+    why: str  # reason a relayout is illegal, for diagnostics
+
+
+def analyse_edge(
+    prod_lay: Layout, cons_lay: Layout, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
+) -> EdgeAnalysis:
+    reads = cons_lay.reads[j]
+    own = prod_lay.owner_boxes
+    eb, sb, stick = tensor.elem_bytes, hw.stick_bytes, prod_lay.stick
+    inplace = all(own.get(c) == box for c, box in reads)
+    src, dst = len(own), cons_lay.division.cores
+    copy = max(box_padded_bytes(b, stick, eb, sb) for _, b in reads)
+    fan_in, runs, why = _fan_in_and_runs(prod_lay, reads, tensor, sb)
+    legal, reason = True, ""
+    if dst % src:
+        legal, reason = False, f"destination cores {dst} not a multiple of source cores {src}"
+    elif fan_in > hw.relayout_fan_in:
+        legal, reason = False, f"fan-in {fan_in} exceeds {hw.relayout_fan_in}"
+    ns = cm.relayout_ns(coef, runs, fan_in, copy) if legal else 0.0
+    return EdgeAnalysis(inplace, legal, ns, fan_in, copy, reason or why)
+
+
+def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[int, int, str]:
+    """Per dim, the most producer slices one consumer slice overlaps (fan-in is their product)."""
+    rank = len(tensor.shape)
+    own_ranges = [sorted({box[d] for box in prod_lay.owner_boxes.values()}) for d in range(rank)]
+    read_ranges = [sorted({box[d] for _, box in reads}) for d in range(rank)]
+    fan = 1
+    frag_ext, whole_ext = [], []
+    for d in range(rank):
+        worst, worst_frag, worst_whole = 0, 1, 1
+        for lo, hi in read_ranges[d]:
+            hits = [(a, b) for a, b in own_ranges[d] if a < hi and lo < b]
+            if len(hits) > worst:
+                a, b = hits[0]
+                worst, worst_frag, worst_whole = len(hits), min(hi, b) - max(lo, a), b - a
+        fan *= max(worst, 1)
+        frag_ext.append(worst_frag)
+        whole_ext.append(worst_whole)
+    frag = tuple((0, e) for e in frag_ext)
+    whole = tuple((0, e) for e in whole_ext)
+    runs = fan * contiguous_runs(frag, whole, prod_lay.stick, tensor.elem_bytes, sb)
+    return fan, runs, ""
+
+
+def restick_cost_ns(coef: Coefficients, payload: int, stick_bytes: int) -> float:
+    return cm.restick_ns(coef, payload, -(-payload // stick_bytes))
+
+
+def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, float]:
+    """Bytes read from device memory and restickify ns for a graph input or weight operand."""
+    base = cands.g.tensors[cands.refs[j].base]
+    stored = len(base.shape) - 1
+    need = lay.required[j]
+    read = cands.hbm_read_bytes(lay, j, stored)
+    restick = restick_cost_ns(cands.coef, read, cands.hw.stick_bytes) if need is not None and need != stored else 0.0
+    return read, restick
+
+
+def box_summary(box: Box) -> list[list[int]]:
+    return [[lo, hi] for lo, hi in box]
+
+
+__all__ = [
+    "EdgeAnalysis", "Layout", "OpCandidates", "OperandRef", "analyse_edge", "box_extents", "box_summary",
+    "leaf_read", "resolve", "restick_cost_ns",
+]  # fmt: skip

@@ -1,0 +1,83 @@
+"""From a Formulation solution back to a Spyre Plan: names, divisions, modes, addresses."""
+
+from __future__ import annotations
+
+from spyreopt.costmodel.analytic import COST_UNIT_US
+from spyreopt.model.formulation import Solution
+from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.problem import Problem
+
+
+def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
+    """The Plan of a solution; the balance twins are normalised first so the cost is exact."""
+    a = problem.normalize(sol.assignment)
+    f = problem.formulation
+    objective = f.evaluate(a)
+    breakdown = problem.evaluate(a)
+    ops, tensors = [], []
+    for i, o in enumerate(problem.ops):
+        cand = problem.candidates[i][a[i]]
+        lay = problem.layout(i, a[i])
+        space = problem.cands[i].space
+        b = breakdown[o.name]
+        ops.append(
+            OpPlan(
+                name=o.name,
+                kind=o.kind,
+                division=lay.division.as_dict(space),
+                cores=lay.division.cores,
+                stick=lay.stick,
+                residency=cand.residency,
+                predicted_us=b.total,
+                breakdown={k: v for k, v in vars(b).items()},
+            )
+        )
+        resident = cand.residency != "hbm"
+        tensors.append(
+            TensorPlan(
+                name=o.output,
+                producer=o.name,
+                residency=cand.residency,
+                stick=lay.stick,
+                address=sol.offsets.get(("node", i)) if resident else None,
+                bytes_per_core=lay.footprint if resident else 0,
+                lifetime=list(f.nodes[i].interval) if resident else [i, i + 1],
+            )
+        )
+    edges = []
+    for k, e in enumerate(problem.edges):
+        info = problem.pair(k, a[e.producer], a[e.consumer])
+        assert info is not None, "a backend returned a forbidden pair"
+        edges.append(
+            EdgePlan(
+                tensor=e.tensor,
+                producer=problem.ops[e.producer].name,
+                consumer=problem.ops[e.consumer].name,
+                operand=e.operand,
+                mode=info.mode,
+                restickify=info.restick,
+                copy_address=sol.offsets.get(("edge", k)) if info.copy_bytes else None,
+                copy_bytes_per_core=info.copy_bytes,
+                lifetime=list(f.edges[k].interval),
+                fan_in=info.fan_in,
+            )
+        )
+    stats = dict(sol.stats)
+    stats["objective_units"] = objective
+    stats["cost_unit_us"] = COST_UNIT_US
+    return Plan(
+        graph=problem.graph.to_dict(),
+        hardware=problem.hw.to_dict(),
+        coefficients=problem.coef.to_dict(),
+        ops=ops,
+        tensors=tensors,
+        edges=edges,
+        status=sol.status,
+        cost_us=objective * COST_UNIT_US,
+        bound_us=None if sol.bound is None else sol.bound * COST_UNIT_US,
+        solve_seconds=round(sol.seconds, 6),
+        backend=backend,
+        seed=seed,
+        message=sol.message,
+        stats=stats,
+    )

@@ -1,0 +1,304 @@
+"""Graph: the tensor program to plan, built op by op in schedule (topological) order.
+
+Composite ops (softmax, layernorm, rmsnorm) are decomposed into primitive ops
+the way the compiler would; transpose/permute are views (they move no data,
+the stick dim moves with them); reshape materialises a copy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from spyreopt.errors import FormatError, GraphError
+
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+POINTWISE_FNS = {
+    "add", "sub", "mul", "div", "max", "min", "neg", "exp", "log", "sqrt", "rsqrt", "recip",
+    "gelu", "silu", "relu", "tanh", "sigmoid", "square", "copy", "pow",
+}  # fmt: skip
+REDUCE_FNS = {"sum", "max", "min", "mean"}
+DEFAULT_DEVICE_MEMORY = 128 << 30  # HardwareSpec().device_memory_bytes; checked again per problem
+
+OP_KINDS = ("matmul", "pointwise", "reduce", "view", "reshape")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str  # input | weight | activation
+    producer: str | None = None
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.elem_bytes
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    kind: str
+    inputs: tuple[str, ...]
+    output: str
+    attrs: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+
+
+def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise GraphError(f"op {op!r}: shapes {list(shapes)} do not broadcast (axis {axis}: {sorted(dims)})")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+class Graph:
+    """A builder of ops over named tensors. Every method returns the output tensor's name."""
+
+    def __init__(self, name: str = "graph", device_memory_bytes: int = DEFAULT_DEVICE_MEMORY):
+        self.name = name
+        self.tensors: dict[str, Tensor] = {}
+        self.ops: dict[str, Op] = {}
+        self.outputs: list[str] = []
+        self._device_memory = device_memory_bytes
+        self._counter = 0
+
+    # ---- naming and checks -------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        self._counter += 1
+        name = f"{base}_{self._counter}"
+        while name in self.tensors or name in self.ops:
+            self._counter += 1
+            name = f"{base}_{self._counter}"
+        return name
+
+    def _tensor(self, op: str, name: str) -> Tensor:
+        if not isinstance(name, str):
+            raise GraphError(f"op {op!r}: expected a tensor name, got {type(name).__name__}")
+        if name not in self.tensors:
+            raise GraphError(f"op {op!r}: unknown tensor {name!r} (used before it is produced?)")
+        return self.tensors[name]
+
+    def _add_tensor(self, op: str, name: str, shape, dtype: str, role: str, producer: str | None) -> str:
+        if name in self.tensors:
+            raise GraphError(f"op {op!r}: tensor {name!r} already exists")
+        if dtype not in DTYPE_BYTES:
+            raise GraphError(f"op {op!r}: unknown dtype {dtype!r}; known: {sorted(DTYPE_BYTES)}")
+        try:
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError) as exc:
+            raise GraphError(f"op {op!r}: shape {shape!r} is not a tuple of integers") from exc
+        if not shape:
+            raise GraphError(f"op {op!r}: tensor {name!r} has an empty shape (scalars are not planned)")
+        if any(d <= 0 for d in shape):
+            raise GraphError(f"op {op!r}: tensor {name!r} has a zero-size or negative dim in {shape}")
+        t = Tensor(name, shape, dtype, role, producer)
+        if t.nbytes > self._device_memory:
+            raise GraphError(
+                f"op {op!r}: tensor {name!r} needs {t.nbytes} bytes, more than device memory ({self._device_memory})"
+            )
+        self.tensors[name] = t
+        return name
+
+    def _add_op(self, kind: str, inputs, shape, dtype: str, attrs: dict, name: str | None, base: str) -> str:
+        op_name = name or self._fresh(base)
+        if op_name in self.ops:
+            raise GraphError(f"op {op_name!r}: an op with this name already exists")
+        for x in inputs:
+            self._tensor(op_name, x)
+        out = self._add_tensor(op_name, op_name if op_name not in self.tensors else self._fresh(op_name), shape, dtype, "activation", op_name)
+        self.ops[op_name] = Op(op_name, kind, tuple(inputs), out, dict(attrs))
+        return out
+
+    # ---- leaves ------------------------------------------------------------
+    def input(self, name: str, shape, dtype: str = "fp16") -> str:
+        return self._add_tensor(name, name, shape, dtype, "input", None)
+
+    def weight(self, name: str, shape, dtype: str = "fp16") -> str:
+        return self._add_tensor(name, name, shape, dtype, "weight", None)
+
+    def output(self, x: str) -> str:
+        t = self._tensor("output", x)
+        if t.producer is None:
+            raise GraphError(f"op 'output': tensor {x!r} is a graph input or weight, not computed by any op")
+        if x not in self.outputs:
+            self.outputs.append(x)
+        return x
+
+    # ---- compute ops -------------------------------------------------------
+    def matmul(self, a: str, b: str, *, name: str | None = None, dtype: str | None = None) -> str:
+        op = name or "matmul"
+        ta, tb = self._tensor(op, a), self._tensor(op, b)
+        if len(ta.shape) < 2 or len(tb.shape) < 2:
+            raise GraphError(f"op {op!r}: matmul needs operands of rank >= 2, got {ta.shape} and {tb.shape}")
+        if ta.shape[-1] != tb.shape[-2]:
+            raise GraphError(f"op {op!r}: shape mismatch, {ta.shape} @ {tb.shape} (K {ta.shape[-1]} != {tb.shape[-2]})")
+        batch = broadcast_shapes(op, ta.shape[:-2] or (1,), tb.shape[:-2] or (1,))
+        if not ta.shape[:-2] and not tb.shape[:-2]:
+            batch = ()
+        shape = batch + (ta.shape[-2], tb.shape[-1])
+        return self._add_op("matmul", [a, b], shape, dtype or ta.dtype, {}, name, "matmul")
+
+    def pointwise(self, fn: str, *xs: str, name: str | None = None, dtype: str | None = None) -> str:
+        op = name or fn
+        if fn not in POINTWISE_FNS:
+            raise GraphError(f"op {op!r}: unknown pointwise function {fn!r}; known: {sorted(POINTWISE_FNS)}")
+        if not xs:
+            raise GraphError(f"op {op!r}: pointwise {fn!r} needs at least one operand")
+        ts = [self._tensor(op, x) for x in xs]
+        shape = broadcast_shapes(op, *(t.shape for t in ts))
+        return self._add_op("pointwise", list(xs), shape, dtype or ts[0].dtype, {"fn": fn}, name, fn)
+
+    def reduce(self, fn: str, x: str, dims, *, name: str | None = None, dtype: str | None = None) -> str:
+        """Reduce over ``dims`` keeping them as size-1 dims (keepdim), so results broadcast back."""
+        op = name or f"reduce_{fn}"
+        if fn not in REDUCE_FNS:
+            raise GraphError(f"op {op!r}: unknown reduction {fn!r}; known: {sorted(REDUCE_FNS)}")
+        t = self._tensor(op, x)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        norm = tuple(sorted({d % len(t.shape) if -len(t.shape) <= d < len(t.shape) else None for d in dims} - {None}))
+        if len(norm) != len(dims) or not dims:
+            raise GraphError(f"op {op!r}: reduction dims {dims} invalid for shape {t.shape}")
+        shape = tuple(1 if i in norm else d for i, d in enumerate(t.shape))
+        return self._add_op("reduce", [x], shape, dtype or t.dtype, {"fn": fn, "dims": list(norm)}, name, f"{fn}")
+
+    def permute(self, x: str, perm, *, name: str | None = None) -> str:
+        op = name or "permute"
+        t = self._tensor(op, x)
+        perm = tuple(int(p) for p in perm)
+        if sorted(perm) != list(range(len(t.shape))):
+            raise GraphError(f"op {op!r}: {perm} is not a permutation of the {len(t.shape)} dims of {x!r}")
+        shape = tuple(t.shape[p] for p in perm)
+        return self._add_op("view", [x], shape, t.dtype, {"perm": list(perm)}, name, "permute")
+
+    def transpose(self, x: str, d0: int = -2, d1: int = -1, *, name: str | None = None) -> str:
+        t = self._tensor(name or "transpose", x)
+        rank = len(t.shape)
+        perm = list(range(rank))
+        perm[d0 % rank], perm[d1 % rank] = perm[d1 % rank], perm[d0 % rank]
+        return self.permute(x, perm, name=name or self._fresh("transpose"))
+
+    def reshape(self, x: str, shape, *, name: str | None = None) -> str:
+        op = name or "reshape"
+        t = self._tensor(op, x)
+        shape = tuple(int(d) for d in shape)
+        n = 1
+        for d in shape:
+            n *= d
+        if n != t.numel:
+            raise GraphError(f"op {op!r}: cannot reshape {t.shape} ({t.numel} elements) to {shape} ({n})")
+        return self._add_op("reshape", [x], shape, t.dtype, {}, name, "reshape")
+
+    # ---- composites --------------------------------------------------------
+    def softmax(self, x: str, dim: int = -1, *, name: str | None = None) -> str:
+        p = name or self._fresh("softmax")
+        m = self.reduce("max", x, dim, name=f"{p}.max")
+        s = self.pointwise("sub", x, m, name=f"{p}.sub")
+        e = self.pointwise("exp", s, name=f"{p}.exp")
+        z = self.reduce("sum", e, dim, name=f"{p}.sum")
+        return self.pointwise("div", e, z, name=f"{p}.div")
+
+    def layernorm(self, x: str, gamma: str | None = None, beta: str | None = None, *, name: str | None = None) -> str:
+        p = name or self._fresh("layernorm")
+        mu = self.reduce("mean", x, -1, name=f"{p}.mean")
+        c = self.pointwise("sub", x, mu, name=f"{p}.center")
+        var = self.reduce("mean", self.pointwise("square", c, name=f"{p}.square"), -1, name=f"{p}.var")
+        r = self.pointwise("rsqrt", var, name=f"{p}.rsqrt")
+        y = self.pointwise("mul", c, r, name=f"{p}.norm")
+        if gamma is not None:
+            y = self.pointwise("mul", y, gamma, name=f"{p}.scale")
+        if beta is not None:
+            y = self.pointwise("add", y, beta, name=f"{p}.shift")
+        return y
+
+    def rmsnorm(self, x: str, gamma: str | None = None, *, name: str | None = None) -> str:
+        p = name or self._fresh("rmsnorm")
+        ms = self.reduce("mean", self.pointwise("square", x, name=f"{p}.square"), -1, name=f"{p}.meansq")
+        r = self.pointwise("rsqrt", ms, name=f"{p}.rsqrt")
+        y = self.pointwise("mul", x, r, name=f"{p}.norm")
+        if gamma is not None:
+            y = self.pointwise("mul", y, gamma, name=f"{p}.scale")
+        return y
+
+    # ---- queries -----------------------------------------------------------
+    def op_order(self) -> list[str]:
+        return list(self.ops)
+
+    def consumers(self, tensor: str) -> list[tuple[str, int]]:
+        return [(o.name, i) for o in self.ops.values() for i, x in enumerate(o.inputs) if x == tensor]
+
+    def to_networkx(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for o in self.ops.values():
+            g.add_node(o.name, kind=o.kind)
+            for x in o.inputs:
+                src = self.tensors[x].producer
+                if src is not None:
+                    g.add_edge(src, o.name, tensor=x)
+        return g
+
+    def check(self) -> None:
+        """Raise GraphError if the graph is not a DAG in schedule order or has no outputs."""
+        g = self.to_networkx()
+        if not nx.is_directed_acyclic_graph(g):
+            cycle = nx.find_cycle(g)
+            raise GraphError(f"op {cycle[0][0]!r}: the graph has a cycle {[u for u, _ in cycle]}")
+        if not self.outputs:
+            raise GraphError(f"graph {self.name!r}: no outputs; mark at least one with Graph.output")
+
+    # ---- JSON --------------------------------------------------------------
+    def to_dict(self) -> dict:
+        leaves = [
+            {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "role": t.role}
+            for t in self.tensors.values()
+            if t.producer is None
+        ]
+        ops = [
+            {
+                "name": o.name,
+                "kind": o.kind,
+                "inputs": list(o.inputs),
+                "output": o.output,
+                "shape": list(self.tensors[o.output].shape),
+                "dtype": self.tensors[o.output].dtype,
+                "attrs": o.attrs,
+            }
+            for o in self.ops.values()
+        ]
+        return {"name": self.name, "leaves": leaves, "ops": ops, "outputs": list(self.outputs)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=1)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Graph:
+        from spyreopt.model.graph_json import graph_from_dict
+
+        return graph_from_dict(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Graph:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"graph JSON: not valid JSON ({exc})") from exc
+        return cls.from_dict(data)

@@ -1,0 +1,130 @@
+"""Plan: every decision, the predicted cost, and an independent validator.
+
+A plan is self-contained: it carries the graph, the hardware spec and the cost
+coefficients it was made for, so ``validate`` re-derives every slice, edge mode,
+buffer and cost from first principles without any solver.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spyreopt.errors import FormatError, PlanError
+
+EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
+STATUSES = ("optimal", "feasible", "timeout", "infeasible", "error")
+
+
+@dataclass
+class OpPlan:
+    name: str
+    kind: str
+    division: dict[str, int]
+    cores: int
+    stick: int
+    residency: str
+    predicted_us: float
+    breakdown: dict[str, float]
+
+
+@dataclass
+class TensorPlan:
+    name: str
+    producer: str
+    residency: str
+    stick: int
+    address: int | None
+    bytes_per_core: int
+    lifetime: list[int]  # half-open op steps [lo, hi) while resident
+
+
+@dataclass
+class EdgePlan:
+    tensor: str
+    producer: str
+    consumer: str
+    operand: int
+    mode: str
+    restickify: bool
+    copy_address: int | None
+    copy_bytes_per_core: int
+    lifetime: list[int]
+    fan_in: int
+
+
+@dataclass
+class Plan:
+    graph: dict
+    hardware: dict
+    coefficients: dict
+    ops: list[OpPlan]
+    tensors: list[TensorPlan]
+    edges: list[EdgePlan]
+    status: str
+    cost_us: float
+    bound_us: float | None
+    solve_seconds: float
+    backend: str
+    seed: int = 0
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    # ---- views -------------------------------------------------------------
+    def op(self, name: str) -> OpPlan:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(f"plan has no op {name!r}")
+
+    def tensor(self, name: str) -> TensorPlan:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(f"plan has no tensor {name!r}")
+
+    @property
+    def gap(self) -> float | None:
+        if self.bound_us is None or self.cost_us <= 0:
+            return None
+        return max(self.cost_us - self.bound_us, 0.0) / self.cost_us
+
+    def table(self) -> str:
+        """A readable per-op table and the total."""
+        from spyreopt.report import plan_table
+
+        return plan_table(self)
+
+    def show(self):
+        """Render the main pictures (scratchpad over time, cost breakdown) in a notebook."""
+        from spyreopt import viz
+
+        return viz.show_plan(self)
+
+    # ---- JSON --------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"plan JSON: not valid JSON ({exc})") from exc
+        from spyreopt.model.plan_json import plan_from_dict
+
+        return plan_from_dict(data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and self.to_json() == other.to_json()
+
+    # ---- validation --------------------------------------------------------
+    def validate(self) -> None:
+        """Raise PlanError naming the constraint, op, buffer and numbers if any hard constraint fails."""
+        from spyreopt.model.plan_check import check_plan
+
+        check_plan(self)

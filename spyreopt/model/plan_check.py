@@ -1,0 +1,125 @@
+"""The plan validator: every hard constraint re-derived from the plan's own graph,
+hardware and coefficients, independently of whichever solver made it.
+"""
+
+from __future__ import annotations
+
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.errors import FormatError, GraphError, PlanError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.graph import Graph
+from spyreopt.model.opspace import op_space
+from spyreopt.model.plan import Plan
+from spyreopt.model.problem import Problem
+
+COST_TOLERANCE_US = 1e-6
+
+
+def fixed_problem(plan: Plan) -> Problem:
+    """The one-candidate Problem of the plan's choices (raises PlanError on an illegal choice)."""
+    try:
+        graph = Graph.from_dict(plan.graph)
+        hw = HardwareSpec.from_dict(plan.hardware)
+        coef = Coefficients.from_dict(plan.coefficients)
+    except (FormatError, GraphError) as exc:
+        raise PlanError(f"plan: {exc}") from exc
+    ops = {o.name: o for o in plan.ops}
+    compute = [o for o in graph.ops.values() if o.kind != "view"]
+    missing = [o.name for o in compute if o.name not in ops]
+    if missing:
+        raise PlanError(f"plan: no decision for op(s) {missing}")
+    extra = sorted(set(ops) - {o.name for o in compute})
+    if extra:
+        raise PlanError(f"plan: decisions for unknown op(s) {extra}")
+    fixed = {}
+    for o in compute:
+        p = ops[o.name]
+        dims = op_space(graph, o).dims
+        if set(p.division) != set(dims):
+            raise PlanError(f"op {o.name!r}: division names dims {sorted(p.division)}, iteration dims are {list(dims)}")
+        fixed[o.name] = (tuple(int(p.division[d]) for d in dims), int(p.stick), p.residency)
+    return Problem(graph, hw, coef, fixed=fixed)
+
+
+def check_plan(plan: Plan) -> None:
+    prob = fixed_problem(plan)
+    base = [0] * len(prob.ops)
+    for i, o in enumerate(prob.ops):
+        p = plan.op(o.name)
+        lay = prob.layout(i, 0)
+        if p.cores != lay.division.cores:
+            raise PlanError(f"op {o.name!r}: plan says {p.cores} cores, division uses {lay.division.cores}")
+    assignment = prob.normalize(base)
+    _check_edges(plan, prob, assignment)
+    _check_buffers(plan, prob, assignment)
+    cost = prob.total_ps(assignment) * 1e-6
+    if abs(cost - plan.cost_us) > COST_TOLERANCE_US * max(1.0, cost):
+        raise PlanError(f"plan: cost_us {plan.cost_us} but the cost model gives {cost} for these decisions")
+
+
+def _check_edges(plan: Plan, prob: Problem, a) -> None:
+    by_key = {(e.consumer, e.operand): e for e in plan.edges}
+    if len(by_key) != len(plan.edges):
+        raise PlanError("plan: duplicate edge entries")
+    for k, e in enumerate(prob.edges):
+        cons, prod_ = prob.ops[e.consumer].name, prob.ops[e.producer].name
+        pe = by_key.get((cons, e.operand))
+        if pe is None:
+            raise PlanError(f"edge {prod_!r} -> {cons!r} (operand {e.operand}): missing from the plan")
+        info = prob.pair(k, a[e.producer], a[e.consumer])
+        if info is None:
+            res = prob.candidates[e.producer][0].residency
+            raise PlanError(
+                f"edge {prod_!r} -> {cons!r}: tensor {e.tensor!r} is resident ({res}) but the consumer's slices do not "
+                f"match and no legal relayout exists (destination cores must be a multiple of source cores, fan-in <= "
+                f"{prob.hw.relayout_fan_in}); it must go through device memory"
+            )
+        if pe.mode != info.mode:
+            raise PlanError(f"edge {prod_!r} -> {cons!r}: plan says mode {pe.mode!r}, the decisions give {info.mode!r}")
+        if pe.copy_bytes_per_core != info.copy_bytes:
+            raise PlanError(
+                f"edge {prod_!r} -> {cons!r}: copy of {pe.copy_bytes_per_core} bytes per core, needs {info.copy_bytes}"
+            )
+    if len(plan.edges) != len(prob.edges):
+        raise PlanError(f"plan: {len(plan.edges)} edges, graph has {len(prob.edges)}")
+
+
+def _check_buffers(plan: Plan, prob: Problem, a) -> None:
+    """Every resident buffer and copy: size, lifetime, alignment, capacity, no overlap while live."""
+    f = prob.formulation
+    cap, align = prob.hw.planner_lx_bytes, prob.hw.stick_bytes
+    buffers = []
+    for i, o in enumerate(prob.ops):
+        t = plan.tensor(o.output)
+        n = f.nodes[i]
+        size = int(n.usages[a[i]])
+        if t.residency != prob.candidates[i][0].residency:
+            raise PlanError(f"tensor {t.name!r}: residency {t.residency!r} differs from its op's {prob.candidates[i][0].residency!r}")
+        if size == 0:
+            if t.address is not None:
+                raise PlanError(f"tensor {t.name!r}: in device memory but has scratchpad address {t.address}")
+            continue
+        if t.bytes_per_core != size:
+            raise PlanError(f"tensor {t.name!r}: {t.bytes_per_core} bytes per core recorded, slice needs {size}")
+        if list(t.lifetime) != list(n.interval):
+            raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime}, producer to last use is {list(n.interval)}")
+        buffers.append((f"tensor {t.name!r}", t.address, size, n.interval))
+    by_key = {(e.consumer, e.operand): e for e in plan.edges}
+    for k, e in enumerate(prob.edges):
+        pe = by_key[(prob.ops[e.consumer].name, e.operand)]
+        if pe.copy_bytes_per_core:
+            buffers.append((f"copy of {e.tensor!r} for {pe.consumer!r}", pe.copy_address, pe.copy_bytes_per_core, f.edges[k].interval))
+    for name, addr, size, _ in buffers:
+        if addr is None:
+            raise PlanError(f"{name}: resident but has no scratchpad address")
+        if addr % align:
+            raise PlanError(f"{name}: address {addr} is not a multiple of the {align}-byte stick")
+        if addr < 0 or addr + size > cap:
+            raise PlanError(f"{name}: [{addr}, {addr + size}) lies outside the scratchpad capacity {cap}")
+    for x, (na, aa, sa, la) in enumerate(buffers):
+        for nb, ab, sb, lb in buffers[x + 1 :]:
+            if la[0] < lb[1] and lb[0] < la[1] and aa < ab + sb and ab < aa + sa:
+                step = max(la[0], lb[0])
+                raise PlanError(
+                    f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}"
+                )

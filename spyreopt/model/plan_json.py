@@ -1,0 +1,101 @@
+"""Plan from JSON: every field type-checked, errors naming the field."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, get_type_hints
+
+from spyreopt.errors import FormatError
+from spyreopt.model.plan import EDGE_MODES, STATUSES, EdgePlan, OpPlan, Plan, TensorPlan
+
+RESIDENCIES = ("hbm", "lx", "lx+hbm")
+
+
+def _check(value: Any, hint: Any, where: str) -> Any:
+    text = str(hint)
+    optional = "None" in text
+    if value is None:
+        if optional:
+            return None
+        raise FormatError(f"{where}: must not be null")
+    if text.startswith("int") or text == "int | None":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FormatError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if text.startswith("float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise FormatError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if text == "str":
+        if not isinstance(value, str):
+            raise FormatError(f"{where}: expected a string, got {value!r}")
+        return value
+    if text == "bool":
+        if not isinstance(value, bool):
+            raise FormatError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if text.startswith("list[int]"):
+        if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+            raise FormatError(f"{where}: expected a list of integers, got {value!r}")
+        return value
+    if text.startswith("dict"):
+        if not isinstance(value, dict):
+            raise FormatError(f"{where}: expected an object, got {type(value).__name__}")
+        return value
+    return value
+
+
+def _record(cls: type, data: Any, where: str, skip: tuple[str, ...] = ()) -> dict:
+    if not isinstance(data, dict):
+        raise FormatError(f"{where}: expected an object, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    out = {}
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        if f.name not in data:
+            raise FormatError(f"{where}: missing field {f.name!r}")
+        out[f.name] = _check(data[f.name], hints[f.name], f"{where}.{f.name}")
+    unknown = sorted(set(data) - {f.name for f in fields(cls)})
+    if unknown:
+        raise FormatError(f"{where}: unknown field(s) {unknown}")
+    return out
+
+
+def _list(data: dict, key: str) -> list:
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise FormatError(f"plan.{key}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def plan_from_dict(data: Any) -> Plan:
+    top = _record(Plan, data, "plan", skip=("ops", "tensors", "edges"))
+    ops = []
+    for i, o in enumerate(_list(data, "ops")):
+        rec = _record(OpPlan, o, f"plan.ops[{i}]")
+        for d, f in rec["division"].items():
+            if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
+                raise FormatError(f"plan.ops[{i}].division.{d}: expected a positive integer, got {f!r}")
+        if rec["residency"] not in RESIDENCIES:
+            raise FormatError(f"plan.ops[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
+        ops.append(OpPlan(**rec))
+    tensors = []
+    for i, t in enumerate(_list(data, "tensors")):
+        rec = _record(TensorPlan, t, f"plan.tensors[{i}]")
+        if rec["residency"] not in RESIDENCIES:
+            raise FormatError(f"plan.tensors[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
+        if rec["bytes_per_core"] < 0:
+            raise FormatError(f"plan.tensors[{i}].bytes_per_core: negative ({rec['bytes_per_core']})")
+        tensors.append(TensorPlan(**rec))
+    edges = []
+    for i, e in enumerate(_list(data, "edges")):
+        rec = _record(EdgePlan, e, f"plan.edges[{i}]")
+        if rec["mode"] not in EDGE_MODES:
+            raise FormatError(f"plan.edges[{i}].mode: {rec['mode']!r} not one of {EDGE_MODES}")
+        if rec["copy_bytes_per_core"] < 0:
+            raise FormatError(f"plan.edges[{i}].copy_bytes_per_core: negative ({rec['copy_bytes_per_core']})")
+        edges.append(EdgePlan(**rec))
+    if top["status"] not in STATUSES:
+        raise FormatError(f"plan.status: {top['status']!r} not one of {STATUSES}")
+    return Plan(ops=ops, tensors=tensors, edges=edges, **top)

@@ -1,0 +1,347 @@
+"""Problem: a Graph on a HardwareSpec under a cost model, compiled into the Formulation.
+
+Each compute op is a choice node. Its candidates are layout (division x output
+stick dim) x residency of its output x balance branch:
+
+* residency ``hbm`` (written to device memory only), ``lx`` (kept in the
+  writer cores' scratchpads), ``lx+hbm`` (kept and also written back, so a
+  consumer whose slices do not match may read device memory: the spill);
+* the branch resolves the device-memory term ``(r+w)/B + a*min(r, w)``: its
+  ``min`` is concave, so each op whose reads vary with its producers' choices
+  gets two twin candidates, one charging ``a*r``, one ``a*w``. Both over-estimate
+  and the cheaper twin is exact; ``normalize`` picks it after any search, so
+  the epigraph of every op time stays linear and exact at the optimum.
+
+Each producer->consumer operand is an edge whose pair table holds the edge
+mode's cost (in place, relayout, restickify, device-memory read, spill), its
+LX copy, and the device-memory read that enters the consumer's op time.
+Costs are integers in picoseconds (``cost_unit_us`` = 1e-6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from spyreopt.costmodel import analytic as cm
+from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.errors import GraphError, PlanError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.candidates import Layout, OpCandidates, analyse_edge, leaf_read, resolve, restick_cost_ns
+from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement, affine_value
+from spyreopt.model.graph import Graph
+
+RESIDENCIES = ("hbm", "lx", "lx+hbm")
+FORBIDDEN = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    layout: int
+    residency: str
+    branch: str  # "r" | "w" | "-"
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    mode: str  # inplace | relayout | restickify | hbm | spill
+    extra_ps: int  # relayout or restickify time, additive
+    read_ps: int  # device-memory read time, inside the consumer's op time
+    read_bytes: int
+    copy_bytes: int  # LX bytes per core of a consumer-side copy
+    restick: bool
+    fan_in: int
+
+
+@dataclass(frozen=True)
+class EdgeRef:
+    producer: int  # op index
+    consumer: int
+    operand: int
+    tensor: str
+
+
+@dataclass
+class OpBreakdown:
+    """Predicted time of one op, in microseconds, by where it goes (sums to ``total``)."""
+
+    compute: float
+    memory: float
+    spill: float
+    overlap: float  # <= 0: time hidden by overlapping compute and memory
+    restickify: float
+    relayout: float
+    overhead: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.memory + self.spill + self.overlap + self.restickify + self.relayout + self.overhead
+
+
+class Problem:
+    def __init__(
+        self,
+        graph: Graph,
+        hw: HardwareSpec | None = None,
+        coefficients: Coefficients | None = None,
+        *,
+        max_layouts: int = 6,
+        fixed: dict[str, tuple[tuple[int, ...], int, str]] | None = None,
+    ):
+        """``fixed`` maps op name -> (factors, stick, residency): a one-candidate problem (to check a plan)."""
+        graph.check()
+        self.graph = graph
+        self.hw = hw or HardwareSpec()
+        self.coef = coefficients or default()
+        for t in graph.tensors.values():
+            if t.nbytes > self.hw.device_memory_bytes:
+                raise GraphError(f"tensor {t.name!r}: {t.nbytes} bytes exceed device memory {self.hw.device_memory_bytes}")
+        self.ops = [o for o in graph.ops.values() if o.kind != "view"]
+        self.step = {o.name: i for i, o in enumerate(self.ops)}
+        self.fixed = fixed
+        self.cands = [
+            OpCandidates(graph, o, self.hw, self.coef, max_layouts, None if fixed is None else fixed[o.name][:2])
+            for o in self.ops
+        ]
+        for oc in self.cands:
+            if not oc.layouts:
+                raise GraphError(f"op {oc.op.name!r}: no legal division (span limit {self.hw.span_limit_bytes} bytes per core)")
+        self.edges = self._edges()
+        self.last_use = self._last_use()
+        self.candidates = [self._op_candidates(i) for i in range(len(self.ops))]
+        self._pair_cache: dict = {}
+
+    # ---- structure ---------------------------------------------------------
+    def _edges(self) -> list[EdgeRef]:
+        out = []
+        for v, o in enumerate(self.ops):
+            for j, x in enumerate(o.inputs):
+                base = resolve(self.graph, x).base
+                producer = self.graph.tensors[base].producer
+                if producer is not None:
+                    out.append(EdgeRef(self.step[producer], v, j, base))
+        return out
+
+    def _last_use(self) -> list[int]:
+        last = list(range(len(self.ops)))
+        for e in self.edges:
+            last[e.producer] = max(last[e.producer], e.consumer)
+        return last
+
+    def _op_candidates(self, i: int) -> list[Candidate]:
+        out_name = self.ops[i].output
+        is_output = out_name in self.graph.outputs
+        consumed = any(e.producer == i for e in self.edges)
+        varying_reads = any(e.consumer == i for e in self.edges)
+        capacity = self.hw.planner_lx_bytes
+        res = ["hbm"] if not consumed else (["hbm", "lx+hbm"] if is_output else list(RESIDENCIES))
+        if self.fixed is not None:
+            want, name = self.fixed[self.ops[i].name][2], self.ops[i].name
+            if want not in res:
+                why = "a graph output must be written to device memory" if is_output else "its output has no consumer"
+                raise PlanError(f"op {name!r}: residency {want!r} not allowed ({why}); allowed: {res}")
+            if want != "hbm" and self.cands[i].layouts[0].footprint > capacity:
+                raise PlanError(
+                    f"op {name!r}: resident output needs {self.cands[i].layouts[0].footprint} bytes per core, "
+                    f"scratchpad capacity is {capacity}"
+                )
+            res = [want]
+        out = []
+        for li, lay in enumerate(self.cands[i].layouts):
+            for r in res:
+                if r != "hbm" and lay.footprint > capacity:
+                    continue
+                writes = r != "lx"
+                branches = ("r", "w") if writes and varying_reads else ("-",)
+                out.extend(Candidate(li, r, b) for b in branches)
+        return out
+
+    def layout(self, i: int, s: int) -> Layout:
+        return self.cands[i].layouts[self.candidates[i][s].layout]
+
+    # ---- costs -------------------------------------------------------------
+    def unary(self, i: int, s: int) -> tuple[int, int, int, int]:
+        """(additive ps, compute ps, memory ps outside edges, leaf-read bytes) of op i's candidate s."""
+        cand, lay, coef = self.candidates[i][s], self.layout(i, s), self.coef
+        leaf_bytes, restick = 0, 0
+        for j, ref in enumerate(self.cands[i].refs):
+            if self.graph.tensors[ref.base].producer is None:
+                rb, rn = leaf_read(self.cands[i], lay, j)
+                leaf_bytes += rb
+                restick += cm.ps(rn)
+        write = lay.write_bytes if cand.residency != "lx" else 0
+        mem = cm.ps(leaf_bytes / coef.hbm_bytes_per_ns) + cm.ps(write / coef.hbm_bytes_per_ns)
+        if cand.branch == "r":
+            mem += cm.ps(coef.hbm_mixed_ns_per_byte * leaf_bytes)
+        elif cand.branch == "w":
+            mem += cm.ps(coef.hbm_mixed_ns_per_byte * write)
+        else:
+            mem += cm.ps(coef.hbm_mixed_ns_per_byte * min(leaf_bytes, write))
+        additive = cm.ps(coef.op_overhead_ns) + cm.ps(lay.psum_ns) + restick
+        return additive, cm.ps(lay.compute_ns), mem, leaf_bytes
+
+    def pair(self, k: int, su: int, sv: int) -> PairInfo | None:
+        """Edge k's mode and costs for producer candidate su and consumer candidate sv (None: impossible)."""
+        e = self.edges[k]
+        cu, cv = self.candidates[e.producer][su], self.candidates[e.consumer][sv]
+        key = (k, cu.layout, cu.residency, cv.layout)
+        if key not in self._pair_cache:
+            self._pair_cache[key] = self._pair(e, cu, cv)
+        info = self._pair_cache[key]
+        if info is None or info.read_bytes == 0 or cv.branch != "r":
+            return info
+        mix = cm.ps(self.coef.hbm_mixed_ns_per_byte * info.read_bytes)
+        return PairInfo(info.mode, info.extra_ps, info.read_ps + mix, info.read_bytes, info.copy_bytes, info.restick, info.fan_in)
+
+    def _pair(self, e: EdgeRef, cu: Candidate, cv: Candidate) -> PairInfo | None:
+        plan_u = self.cands[e.producer].layouts[cu.layout]
+        cons = self.cands[e.consumer]
+        plan_v = cons.layouts[cv.layout]
+        tensor = self.graph.tensors[e.tensor]
+        need = plan_v.required[e.operand]
+        restick = need is not None and need != plan_u.stick
+        read = cons.hbm_read_bytes(plan_v, e.operand, plan_u.stick)
+        read_ps = cm.ps(read / self.coef.hbm_bytes_per_ns)
+        restick_ps = cm.ps(restick_cost_ns(self.coef, read, self.hw.stick_bytes)) if restick else 0
+        if cu.residency == "hbm":
+            return PairInfo("hbm", restick_ps, read_ps, read, 0, restick, 0)
+        ea = analyse_edge(plan_u, plan_v, e.operand, tensor, self.hw, self.coef)
+        if restick:
+            return PairInfo("restickify", restick_ps, 0, 0, ea.copy_bytes, True, 0)
+        if ea.inplace:
+            return PairInfo("inplace", 0, 0, 0, 0, False, 1)
+        relayout_ps = cm.ps(ea.relayout_ns)
+        if ea.relayout_legal and (cu.residency == "lx" or relayout_ps <= read_ps):
+            return PairInfo("relayout", relayout_ps, 0, 0, ea.copy_bytes, False, ea.fan_in)
+        if cu.residency == "lx+hbm":
+            return PairInfo("spill", 0, read_ps, read, 0, False, 0)
+        return FORBIDDEN
+
+    def op_time_ps(self, compute: int, mem: int) -> int:
+        """compute + mem - gamma*min(compute, mem), as max of two affine forms in integers."""
+        g1 = 1.0 - self.coef.overlap_gamma
+        return max(int(round(g1 * compute)) + mem, compute + int(round(g1 * mem)))
+
+    # ---- the standard form -------------------------------------------------
+    @cached_property
+    def formulation(self) -> Formulation:
+        nodes = []
+        for i, o in enumerate(self.ops):
+            cands = self.candidates[i]
+            costs = np.array([self.unary(i, s)[0] for s in range(len(cands))], dtype=np.int64)
+            usages = np.array(
+                [self.layout(i, s).footprint if c.residency != "hbm" else 0 for s, c in enumerate(cands)], dtype=np.int64
+            )
+            nodes.append(Node(o.name, costs, usages, (i, self.last_use[i] + 1)))
+        edges, mem_tables = [], []
+        for k, e in enumerate(self.edges):
+            nu, nv = len(self.candidates[e.producer]), len(self.candidates[e.consumer])
+            cost = np.zeros((nu, nv), dtype=np.int64)
+            allowed = np.ones((nu, nv), dtype=bool)
+            usage = np.zeros((nu, nv), dtype=np.int64)
+            mem = np.zeros((nu, nv), dtype=np.int64)
+            for su in range(nu):
+                for sv in range(nv):
+                    info = self.pair(k, su, sv)
+                    if info is None:
+                        allowed[su, sv] = False
+                        continue
+                    cost[su, sv], usage[su, sv], mem[su, sv] = info.extra_ps, info.copy_bytes, info.read_ps
+            edges.append(Edge(e.producer, e.consumer, cost, None if allowed.all() else allowed, usage, (e.consumer, e.consumer + 1)))
+            mem_tables.append(mem)
+        terms = [self._max_term(i, mem_tables) for i in range(len(self.ops))]
+        cap = self.hw.planner_lx_bytes
+        return Formulation(
+            nodes=tuple(nodes),
+            edges=tuple(edges),
+            usage_limit=cap,
+            max_terms=tuple(terms),
+            placement=Placement(cap, self.hw.stick_bytes),
+            cost_unit_us=cm.COST_UNIT_US,
+            name=self.graph.name,
+        )
+
+    def _max_term(self, i: int, mem_tables: list[np.ndarray]) -> MaxTerm:
+        n = len(self.candidates[i])
+        comp = np.array([self.unary(i, s)[1] for s in range(n)], dtype=np.int64)
+        mem = np.array([self.unary(i, s)[2] for s in range(n)], dtype=np.int64)
+        incoming = [k for k, e in enumerate(self.edges) if e.consumer == i]
+        g1 = 1.0 - self.coef.overlap_gamma
+
+        def scaled(a: np.ndarray) -> np.ndarray:
+            return np.array([int(round(g1 * x)) for x in a.ravel()], dtype=np.int64).reshape(a.shape)
+
+        alt_mem = Affine(scaled(comp) + mem, tuple((k, mem_tables[k]) for k in incoming))
+        alt_comp = Affine(comp + scaled(mem), tuple((k, scaled(mem_tables[k])) for k in incoming))
+        return MaxTerm(i, (alt_mem, alt_comp))
+
+    # ---- evaluation --------------------------------------------------------
+    def evaluate(self, assignment) -> dict[str, OpBreakdown]:
+        """Per-op predicted time in µs, recomputed from the cost model (not from the Formulation)."""
+        us = cm.COST_UNIT_US
+        out: dict[str, OpBreakdown] = {}
+        for i, o in enumerate(self.ops):
+            s = assignment[i]
+            additive, compute, mem, _ = self.unary(i, s)
+            lay = self.layout(i, s)
+            spill = relayout = restick = 0
+            for k, e in enumerate(self.edges):
+                if e.consumer != i:
+                    continue
+                info = self.pair(k, assignment[e.producer], s)
+                if info is None:
+                    raise ValueError(f"op {o.name!r}: edge from {self.ops[e.producer].name!r} has an impossible pair")
+                if info.mode == "spill":
+                    spill += info.read_ps
+                else:
+                    mem += info.read_ps
+                if info.mode == "relayout":
+                    relayout += info.extra_ps
+                else:
+                    restick += info.extra_ps
+            leaf_restick = additive - cm.ps(self.coef.op_overhead_ns) - cm.ps(lay.psum_ns)
+            t = self.op_time_ps(compute, mem + spill)
+            out[o.name] = OpBreakdown(
+                compute=compute * us,
+                memory=mem * us,
+                spill=spill * us,
+                overlap=(t - compute - mem - spill) * us,
+                restickify=(restick + leaf_restick) * us,
+                relayout=relayout * us,
+                overhead=(additive - leaf_restick) * us,
+            )
+        return out
+
+    def total_ps(self, assignment) -> int:
+        total = 0
+        for i in range(len(self.ops)):
+            s = assignment[i]
+            additive, compute, mem, _ = self.unary(i, s)
+            for k, e in enumerate(self.edges):
+                if e.consumer == i:
+                    info = self.pair(k, assignment[e.producer], s)
+                    mem += info.read_ps
+                    additive += info.extra_ps
+            total += additive + self.op_time_ps(compute, mem)
+        return total
+
+    def normalize(self, assignment) -> tuple[int, ...]:
+        """Move every op to its cheaper balance twin (same layout and residency): exact and never worse."""
+        a = list(assignment)
+        f = self.formulation
+        for term in f.max_terms:
+            i = term.node
+            c = self.candidates[i][a[i]]
+            if c.branch == "-":
+                continue
+            twin = self.candidates[i].index(Candidate(c.layout, c.residency, "w" if c.branch == "r" else "r"))
+            values = []
+            for s in (a[i], twin):
+                trial = list(a)
+                trial[i] = s
+                values.append(max(affine_value(alt, i, f.edges, trial) for alt in term.alternatives))
+            if values[1] < values[0]:
+                a[i] = twin
+        return tuple(a)

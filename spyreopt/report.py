@@ -1,0 +1,45 @@
+"""Plain-text tables of plans, for the CLI and for people reading a plan."""
+
+from __future__ import annotations
+
+from spyreopt.model.plan import Plan
+
+
+def _division(d: dict[str, int]) -> str:
+    split = [f"{k}{v}" for k, v in d.items() if v > 1]
+    return "x".join(split) if split else "-"
+
+
+def plan_table(plan: Plan) -> str:
+    rows = [("op", "kind", "division", "cores", "stick", "residency", "addr", "pred_us")]
+    tensors = {t.producer: t for t in plan.tensors}
+    for o in plan.ops:
+        t = tensors[o.name]
+        rows.append(
+            (
+                o.name,
+                o.kind,
+                _division(o.division),
+                str(o.cores),
+                str(o.stick),
+                o.residency,
+                "-" if t.address is None else str(t.address),
+                f"{o.predicted_us:.3f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    modes: dict[str, int] = {}
+    for e in plan.edges:
+        modes[e.mode] = modes.get(e.mode, 0) + 1
+    edge_text = ", ".join(f"{n} {m}" for m, n in sorted(modes.items())) or "none"
+    bound = "" if plan.bound_us is None else f"   bound {plan.bound_us:.3f} us"
+    lines.append("")
+    lines.append(f"edges: {edge_text}")
+    lines.append(
+        f"total {plan.cost_us:.3f} us predicted{bound}   [{plan.backend}, {plan.status}, {plan.solve_seconds:.2f} s]"
+    )
+    if plan.message:
+        lines.append(f"note: {plan.message}")
+    return "\n".join(lines)

@@ -104,8 +104,9 @@ def _chain(producer_split, consumer_split):
     y = g.pointwise("exp", x, name="p")
     g.output(g.pointwise("neg", y, name="c"))
     p = cands(g, "p", fixed=(producer_split, 1)).layouts[0]
-    c = cands(g, "c", fixed=(consumer_split, 1)).layouts[0]
-    return analyse_edge(p, c, 0, g.tensors["p"], HW, COEF)
+    cc = cands(g, "c", fixed=(consumer_split, 1))
+    c = cc.layouts[0]
+    return analyse_edge(p, cc, c, 0, g.tensors["p"], HW, COEF)
 
 
 def test_view_matching_equal_slices_are_in_place():
@@ -124,10 +125,10 @@ def test_view_matching_broadcast_read_is_not_in_place():
     s = g.reduce("sum", x, 1, name="s")  # [256, 1]
     g.output(g.pointwise("div", x, s, name="d"))
     s_lay = cands(g, "s", fixed=((32, 1), 1)).layouts[0]
-    same_rows = cands(g, "d", fixed=((32, 1), 1)).layouts[0]
-    split_cols = cands(g, "d", fixed=((4, 8), 1)).layouts[0]
-    assert analyse_edge(s_lay, same_rows, 1, g.tensors["s"], HW, COEF).inplace
-    ea = analyse_edge(s_lay, split_cols, 1, g.tensors["s"], HW, COEF)
+    rows_c, cols_c = cands(g, "d", fixed=((32, 1), 1)), cands(g, "d", fixed=((4, 8), 1))
+    same_rows, split_cols = rows_c.layouts[0], cols_c.layouts[0]
+    assert analyse_edge(s_lay, rows_c, same_rows, 1, g.tensors["s"], HW, COEF).inplace
+    ea = analyse_edge(s_lay, cols_c, split_cols, 1, g.tensors["s"], HW, COEF)
     assert not ea.inplace  # 8 cores read the same rows: one buffer per core cannot serve them
 
 

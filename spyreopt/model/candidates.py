@@ -13,9 +13,17 @@ from math import prod
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.errors import PlanError
-from spyreopt.model.division import Division, enumerate_divisions, legal_factors, iteration_box, owners, project, reduction_split
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.division import (
+    Division,
+    enumerate_divisions,
+    iteration_box,
+    legal_factors,
+    owners,
+    project,
+    reduction_split,
+)
 from spyreopt.model.graph import Graph, Op, Tensor
 from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs, elems_per_stick, span_bytes
 from spyreopt.model.opspace import OpSpace, op_space
@@ -80,6 +88,7 @@ class OpCandidates:
         self.out: Tensor = g.tensors[op.output]
         self.refs = tuple(resolve(g, x) for x in op.inputs)
         self.g, self.hw, self.coef = g, hw, coef
+        self._sizes: dict[tuple[int, int, int], tuple[int, int]] = {}
         self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
 
     def checked_layout(self, factors: tuple[int, ...], stick: int) -> Layout:
@@ -152,25 +161,22 @@ class OpCandidates:
         # matmuls and reshapes write stick-on-last; pointwise ops and reductions may also
         # keep the second-to-last dim innermost (a transposed flow, or a reduction off the stick)
         sticks = [rank - 1] if self.op.kind in ("matmul", "reshape") or rank < 2 else [rank - 1, rank - 2]
-        layouts: list[Layout] = []
+        kept: list[Layout] = []
         for stick in sticks:
             if self.out.shape[stick] == 1 and stick != rank - 1:
                 continue
             required = self._required(stick)
-            units = self._units(stick, required)
-            for div in enumerate_divisions(self.space, units, self.hw.cores):
+            divisions = enumerate_divisions(self.space, self._units(stick, required), self.hw.cores)
+            divisions.sort(key=lambda d: (-d.cores, round(self._compute_ns(d, stick), 6), d.factors))
+            group: list[Layout] = []
+            top = None
+            for div in divisions:
+                if top is not None and div.cores * 4 < top:
+                    break  # keep the largest core counts (within 4x of the best legal one)
                 lay = self._layout(div, stick, required)
                 if lay is not None:
-                    layouts.append(lay)
-        return self._prune(layouts, max_layouts)
-
-    def _prune(self, layouts: list[Layout], max_layouts: int) -> list[Layout]:
-        """Keep, per stick dim, the fastest layouts among the largest core counts (deterministic)."""
-        kept: list[Layout] = []
-        for stick in sorted({lay.stick for lay in layouts}, reverse=True):
-            group = [lay for lay in layouts if lay.stick == stick]
-            top = max(lay.division.cores for lay in group)
-            group = [lay for lay in group if lay.division.cores * 4 >= top]
+                    top = top or div.cores
+                    group.append(lay)
             group.sort(key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors))
             kept.extend(group[:max_layouts])
         return kept
@@ -236,9 +242,20 @@ class OpCandidates:
 
     # ---- reads from device memory -----------------------------------------
     def hbm_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
-        base = self.g.tensors[self.refs[j].base]
-        sb = self.hw.stick_bytes
-        return sum(box_padded_bytes(b, base_stick, base.elem_bytes, sb) for _, b in lay.reads[j])
+        """Total padded bytes all cores read of operand j (replicated reads counted per core)."""
+        return self._read_sizes(lay, j, base_stick)[0]
+
+    def max_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
+        """Largest padded slice of operand j one core reads: the size of a consumer-side copy."""
+        return self._read_sizes(lay, j, base_stick)[1]
+
+    def _read_sizes(self, lay: Layout, j: int, base_stick: int) -> tuple[int, int]:
+        key = (id(lay), j, base_stick)
+        if key not in self._sizes:
+            base = self.g.tensors[self.refs[j].base]
+            sizes = [box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes) for _, b in lay.reads[j]]
+            self._sizes[key] = (sum(sizes), max(sizes))
+        return self._sizes[key]
 
 
 @dataclass(frozen=True)
@@ -254,14 +271,14 @@ class EdgeAnalysis:
 
 
 def analyse_edge(
-    prod_lay: Layout, cons_lay: Layout, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
+    prod_lay: Layout, cons: OpCandidates, cons_lay: Layout, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
 ) -> EdgeAnalysis:
     reads = cons_lay.reads[j]
     own = prod_lay.owner_boxes
-    eb, sb, stick = tensor.elem_bytes, hw.stick_bytes, prod_lay.stick
+    sb = hw.stick_bytes
     inplace = all(own.get(c) == box for c, box in reads)
     src, dst = len(own), cons_lay.division.cores
-    copy = max(box_padded_bytes(b, stick, eb, sb) for _, b in reads)
+    copy = cons.max_read_bytes(cons_lay, j, prod_lay.stick)
     fan_in, runs, why = _fan_in_and_runs(prod_lay, reads, tensor, sb)
     legal, reason = True, ""
     if dst % src:

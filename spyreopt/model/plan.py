@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spyreopt.errors import FormatError, PlanError
+from spyreopt.errors import FormatError
 
 EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
 STATUSES = ("optimal", "feasible", "timeout", "infeasible", "error")
@@ -103,11 +103,17 @@ class Plan:
         return viz.show_plan(self)
 
     # ---- JSON --------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self, timing: bool = False) -> dict:
+        """Every decision; wall-clock measurements only with ``timing=True`` (they vary between runs)."""
+        data = asdict(self)
+        if not timing:
+            data.pop("solve_seconds")
+            data["stats"] = {k: v for k, v in data["stats"].items() if k != "timing"}
+        return data
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, indent=1)
+    def to_json(self, timing: bool = False) -> str:
+        """Deterministic JSON (sorted keys): same input and seed give the same bytes."""
+        return json.dumps(self.to_dict(timing), sort_keys=True, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:

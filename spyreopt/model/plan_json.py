@@ -54,6 +54,9 @@ def _record(cls: type, data: Any, where: str, skip: tuple[str, ...] = ()) -> dic
         if f.name in skip:
             continue
         if f.name not in data:
+            if f.name == "solve_seconds":  # wall-clock: absent from deterministic JSON
+                out[f.name] = 0.0
+                continue
             raise FormatError(f"{where}: missing field {f.name!r}")
         out[f.name] = _check(data[f.name], hints[f.name], f"{where}.{f.name}")
     unknown = sorted(set(data) - {f.name for f in fields(cls)})

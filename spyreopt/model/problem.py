@@ -29,7 +29,15 @@ from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.errors import GraphError, PlanError
 from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import Layout, OpCandidates, analyse_edge, leaf_read, resolve, restick_cost_ns
+from spyreopt.model.candidates import (
+    EdgeAnalysis,
+    Layout,
+    OpCandidates,
+    analyse_edge,
+    leaf_read,
+    resolve,
+    restick_cost_ns,
+)
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement, affine_value
 from spyreopt.model.graph import Graph
 
@@ -112,6 +120,7 @@ class Problem:
         self.last_use = self._last_use()
         self.candidates = [self._op_candidates(i) for i in range(len(self.ops))]
         self._pair_cache: dict = {}
+        self._edge_cache: dict = {}
 
     # ---- structure ---------------------------------------------------------
     def _edges(self) -> list[EdgeRef]:
@@ -199,7 +208,6 @@ class Problem:
         plan_u = self.cands[e.producer].layouts[cu.layout]
         cons = self.cands[e.consumer]
         plan_v = cons.layouts[cv.layout]
-        tensor = self.graph.tensors[e.tensor]
         need = plan_v.required[e.operand]
         restick = need is not None and need != plan_u.stick
         read = cons.hbm_read_bytes(plan_v, e.operand, plan_u.stick)
@@ -207,7 +215,7 @@ class Problem:
         restick_ps = cm.ps(restick_cost_ns(self.coef, read, self.hw.stick_bytes)) if restick else 0
         if cu.residency == "hbm":
             return PairInfo("hbm", restick_ps, read_ps, read, 0, restick, 0)
-        ea = analyse_edge(plan_u, plan_v, e.operand, tensor, self.hw, self.coef)
+        ea = self.edge_analysis(e, cu.layout, cv.layout)
         if restick:
             return PairInfo("restickify", restick_ps, 0, 0, ea.copy_bytes, True, 0)
         if ea.inplace:
@@ -218,6 +226,17 @@ class Problem:
         if cu.residency == "lx+hbm":
             return PairInfo("spill", 0, read_ps, read, 0, False, 0)
         return FORBIDDEN
+
+    def edge_analysis(self, e: EdgeRef, lu: int, lv: int) -> EdgeAnalysis:
+        """In-place / relayout analysis of a producer and consumer layout (cached; residency-independent)."""
+        key = (e.producer, e.consumer, e.operand, lu, lv)
+        if key not in self._edge_cache:
+            cons = self.cands[e.consumer]
+            self._edge_cache[key] = analyse_edge(
+                self.cands[e.producer].layouts[lu], cons, cons.layouts[lv], e.operand,
+                self.graph.tensors[e.tensor], self.hw, self.coef,
+            )  # fmt: skip
+        return self._edge_cache[key]
 
     def op_time_ps(self, compute: int, mem: int) -> int:
         """compute + mem - gamma*min(compute, mem), as max of two affine forms in integers."""
@@ -237,18 +256,7 @@ class Problem:
             nodes.append(Node(o.name, costs, usages, (i, self.last_use[i] + 1)))
         edges, mem_tables = [], []
         for k, e in enumerate(self.edges):
-            nu, nv = len(self.candidates[e.producer]), len(self.candidates[e.consumer])
-            cost = np.zeros((nu, nv), dtype=np.int64)
-            allowed = np.ones((nu, nv), dtype=bool)
-            usage = np.zeros((nu, nv), dtype=np.int64)
-            mem = np.zeros((nu, nv), dtype=np.int64)
-            for su in range(nu):
-                for sv in range(nv):
-                    info = self.pair(k, su, sv)
-                    if info is None:
-                        allowed[su, sv] = False
-                        continue
-                    cost[su, sv], usage[su, sv], mem[su, sv] = info.extra_ps, info.copy_bytes, info.read_ps
+            cost, allowed, usage, mem = self._edge_tables(k)
             edges.append(Edge(e.producer, e.consumer, cost, None if allowed.all() else allowed, usage, (e.consumer, e.consumer + 1)))
             mem_tables.append(mem)
         terms = [self._max_term(i, mem_tables) for i in range(len(self.ops))]
@@ -263,6 +271,33 @@ class Problem:
             name=self.graph.name,
         )
 
+    def _edge_tables(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Edge k's (extra cost, allowed, copy usage, memory time) tables over candidate pairs.
+
+        Computed once per distinct (producer layout, residency) x consumer layout and
+        expanded to every candidate pair; the consumer's "r" twins add the balance term.
+        """
+        e = self.edges[k]
+        cu_list, cv_list = self.candidates[e.producer], self.candidates[e.consumer]
+        ukeys = sorted({(c.layout, c.residency) for c in cu_list})
+        vkeys = sorted({c.layout for c in cv_list})
+        pu = np.array([ukeys.index((c.layout, c.residency)) for c in cu_list])
+        pv = np.array([vkeys.index(c.layout) for c in cv_list])
+        shape = (len(ukeys), len(vkeys))
+        extra, copy, read_ps, read_b = (np.zeros(shape, dtype=np.int64) for _ in range(4))
+        ok = np.ones(shape, dtype=bool)
+        for a, (lu, ru) in enumerate(ukeys):
+            for b, lv in enumerate(vkeys):
+                info = self._pair(e, Candidate(lu, ru, "-"), Candidate(lv, "hbm", "-"))
+                if info is None:
+                    ok[a, b] = False
+                    continue
+                extra[a, b], copy[a, b], read_ps[a, b], read_b[a, b] = info.extra_ps, info.copy_bytes, info.read_ps, info.read_bytes
+        mix = np.round(self.coef.hbm_mixed_ns_per_byte * read_b.astype(np.float64) * cm.PS_PER_NS).astype(np.int64)
+        r_twin = np.array([c.branch == "r" for c in cv_list])
+        mem = read_ps[pu][:, pv] + np.where(r_twin[None, :], mix[pu][:, pv], 0)
+        return extra[pu][:, pv], ok[pu][:, pv], copy[pu][:, pv], mem
+
     def _max_term(self, i: int, mem_tables: list[np.ndarray]) -> MaxTerm:
         n = len(self.candidates[i])
         comp = np.array([self.unary(i, s)[1] for s in range(n)], dtype=np.int64)
@@ -270,8 +305,8 @@ class Problem:
         incoming = [k for k, e in enumerate(self.edges) if e.consumer == i]
         g1 = 1.0 - self.coef.overlap_gamma
 
-        def scaled(a: np.ndarray) -> np.ndarray:
-            return np.array([int(round(g1 * x)) for x in a.ravel()], dtype=np.int64).reshape(a.shape)
+        def scaled(a: np.ndarray) -> np.ndarray:  # same rounding as op_time_ps (half to even)
+            return np.round(g1 * a.astype(np.float64)).astype(np.int64)
 
         alt_mem = Affine(scaled(comp) + mem, tuple((k, mem_tables[k]) for k in incoming))
         alt_comp = Affine(comp + scaled(mem), tuple((k, scaled(mem_tables[k])) for k in incoming))

@@ -1,0 +1,181 @@
+"""Running a PuLP problem on HiGHS (in process) or CBC, with a MIP start, quietly, and
+reading back what the solver actually proved.
+
+PuLP's ``prob.status`` says "Optimal" for HiGHS even when the time limit stopped
+it with a mere incumbent; ``prob.sol_status`` tells the two apart, and the
+solver's own dual bound says how far from optimal the incumbent may be.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pulp
+
+from spyreopt.errors import SolverError
+
+ABS_GAP = 0.999
+"""Costs are integers, so a gap below 1 proves optimality; asking for less only burns time."""
+
+
+@dataclass
+class RunResult:
+    """What one solver call established about the problem it was given."""
+
+    has_solution: bool
+    proven: bool  # the solution is optimal for this problem (gap below ABS_GAP)
+    infeasible: bool
+    hit_limit: bool  # stopped by the time limit
+    bound: float | None  # dual bound of the problem's objective, None when unknown
+    detail: str  # the solver's own status words
+
+
+Runner = Callable[..., RunResult]
+
+
+@contextmanager
+def _quiet_stdout():
+    """Silence file descriptor 1: HiGHS prints its banner from C++ on creation, whatever output_flag says."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+class _HiGHS(pulp.HiGHS):
+    """PuLP's in-process HiGHS plus a MIP start (PuLP's HiGHS API ignores warmStart) and no banner."""
+
+    def __init__(self, start: dict[pulp.LpVariable, float] | None, **kwargs):
+        super().__init__(**kwargs)
+        self.start = start
+
+    def createAndConfigureSolver(self, lp):
+        with _quiet_stdout():
+            super().createAndConfigureSolver(lp)
+
+    def callSolver(self, lp):
+        if self.start:
+            index = np.array([v.index for v in self.start], dtype=np.int32)
+            value = np.array(list(self.start.values()), dtype=np.float64)
+            lp.solverModel.setSolution(len(index), index, value)
+        lp.solverModel.run()
+
+
+def run_highs(prob: pulp.LpProblem, *, time_limit: float, seed: int, start) -> RunResult:
+    import highspy  # present whenever this runner is selected (checked by ``runner``)
+
+    solver = _HiGHS(
+        start,
+        msg=False,
+        timeLimit=max(time_limit, 0.01),
+        threads=1,
+        gapRel=0.0,
+        gapAbs=ABS_GAP,
+        log_to_console=False,
+        random_seed=seed,
+    )
+    prob.solve(solver)
+    h = prob.solverModel
+    status = h.getModelStatus()
+    info = h.getInfo()
+    has = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    bound = info.mip_dual_bound if info.mip_node_count >= 0 else None
+    if has and prob.sol_status == pulp.LpSolutionOptimal and (bound is None or not math.isfinite(bound)):
+        bound = info.objective_function_value  # a pure LP: no branch and bound, its optimum is the bound
+    return RunResult(
+        has_solution=has,
+        proven=prob.sol_status == pulp.LpSolutionOptimal,
+        infeasible=prob.status == pulp.LpStatusInfeasible,
+        hit_limit=status == highspy.HighsModelStatus.kTimeLimit,
+        bound=bound if bound is not None and math.isfinite(bound) else None,
+        detail=f"{h.modelStatusToString(status)}; {pulp.LpSolution[prob.sol_status]}",
+    )
+
+
+def run_cbc(prob: pulp.LpProblem, *, time_limit: float, seed: int, start) -> RunResult:
+    for v in prob.variables():
+        v.varValue = None if start is None else start.get(v)
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = os.path.join(tmp, "cbc.log")
+        with warnings.catch_warnings():  # PuLP 3.3 announces PULP_CBC_CMD's removal in 4.0 on every use
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = _cbc(time_limit, seed, start is not None, log_path)
+        prob.solve(solver)
+        with open(log_path) as fh:
+            log = fh.read()
+    has = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    proven = prob.sol_status == pulp.LpSolutionOptimal
+    bound = _cbc_number(log, "Lower bound") if not proven else _cbc_number(log, "Objective value")
+    result = re.search(r"Result - (.*)", log)
+    return RunResult(
+        has_solution=has,
+        proven=proven,
+        infeasible=prob.status == pulp.LpStatusInfeasible,
+        hit_limit=bool(re.search(r"Result - Stopped on time", log)),
+        bound=bound,
+        detail=f"{result.group(1).strip() if result else 'no result line'}; {pulp.LpSolution[prob.sol_status]}",
+    )
+
+
+def _cbc(time_limit: float, seed: int, warm: bool, log_path: str) -> pulp.PULP_CBC_CMD:
+    return pulp.PULP_CBC_CMD(
+        msg=False,
+        timeLimit=max(time_limit, 0.01),
+        threads=1,
+        gapRel=0.0,
+        gapAbs=ABS_GAP,
+        warmStart=warm,
+        logPath=log_path,
+        options=[f"randomCbcSeed {seed + 1}", f"randomSeed {seed + 1}"],
+    )
+
+
+def _cbc_number(log: str, label: str) -> float | None:
+    match = re.search(rf"^{label}:\s*(\S+)", log, re.MULTILINE)
+    if not match:
+        return None
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _highs_available() -> bool:
+    return pulp.HiGHS(msg=False).available()
+
+
+def _cbc_available() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(pulp.PULP_CBC_CMD(msg=False).available())
+
+
+SOLVERS: dict[str, tuple[Runner, Callable[[], bool]]] = {
+    "highs": (run_highs, _highs_available),
+    "cbc": (run_cbc, _cbc_available),
+}
+
+
+def runner(name: str) -> Runner:
+    """The run function of a solver by name; SolverError naming the available ones otherwise."""
+    available = [n for n, (_, ok) in SOLVERS.items() if ok()]
+    if name not in SOLVERS or name not in available:
+        what = "unknown" if name not in SOLVERS else "unavailable"
+        raise SolverError(f"milp: {what} solver {name!r}; available solvers: {', '.join(available) or 'none'}")
+    return SOLVERS[name][0]

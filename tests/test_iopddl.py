@@ -456,3 +456,21 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     src.write_text(json.dumps(broken(lambda p: p["edges"]["nodes"].__setitem__(0, [0, 5]))))
     assert run_cli(["iopddl", str(src), "--out", str(tmp_path / "s.json")]) == 2
     assert "problem.edges.nodes[0]" in capsys.readouterr().err
+
+
+def test_solve_reduced_maps_back_a_valid_plan_no_worse_than_greedy():
+    if not greedy_available():
+        pytest.skip("greedy backend not importable yet")
+    from spyreopt.solvers.reduce import solve_reduced
+    from spyreopt.solvers.registry import solve_formulation
+
+    for seed in range(8):
+        f = structured_formulation(seed)
+        best, _ = brute_force(f)
+        if best is None:
+            continue
+        sol = solve_reduced(f, "greedy", time_limit=5, seed=0)
+        assert f.violations(sol.assignment, sol.offsets) == []
+        assert sol.objective == f.evaluate(sol.assignment) >= best
+        assert sol.objective <= solve_formulation(f, "greedy", time_limit=5).objective
+        assert "reduction" in sol.stats

@@ -53,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
     except (FormatError, SolverError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if len(sol.assignment) != len(f.nodes):
+        print(f"no solution ({sol.status}): {sol.message}", file=sys.stderr)
+        return 1
     save_solution(args.out, sol.assignment)
     cost, feasible, details = evaluate_iopddl(problem, sol.assignment)
     best = BEST_KNOWN.get(problem.name)

@@ -700,13 +700,18 @@ def solve_reduced(f: Formulation, backend: str = "greedy", *, time_limit: float,
         if not g.violations(proj, offsets):
             options.setdefault("hint", Solution(proj, offsets, "feasible", g.evaluate(proj)))
     remaining = time_limit - (time.perf_counter() - start)
-    if remaining <= 0:
+    inner = solve_formulation(g, backend, time_limit=remaining, seed=seed, **options) if remaining > 0 else None
+    if inner is None or len(inner.assignment) != len(g.nodes):
+        why = (
+            "time spent on the bound and the reduction"
+            if inner is None
+            else f"{backend} {inner.status}: {inner.message}"
+        )
         if first is None:
-            raise SolverError(f"time limit {time_limit}s spent before the reduced problem could be solved")
-        notes.append("time spent on the bound and the reduction; greedy's plan returned")
+            raise SolverError(f"no solution of the reduced problem ({why}) and no greedy plan")
+        notes.append(f"no solution of the reduced problem ({why}); greedy's plan returned")
         sol = first
     else:
-        inner = solve_formulation(g, backend, time_limit=remaining, seed=seed, **options)
         assignment = red.expand(inner.assignment)
         sol = Solution(
             assignment,

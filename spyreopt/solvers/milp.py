@@ -14,6 +14,11 @@ It gives an LP-based lower bound and an independent cross-check of CP-SAT.
 
 The objective is always ``f.evaluate`` of the returned assignment (exact
 integers); the solver's floats only guide the search and give the bound.
+"optimal" means proven: the solver closed the gap (PuLP's ``sol_status``, not
+its ``status``, which says Optimal at a time limit too), every placement cut
+was proven by the placement engine, and no heuristically dropped 1e18 cost
+could do better; otherwise "timeout" (time ran out) or "feasible". The bound
+is the solver's dual bound (floored) of a model whose cuts are all proven.
 """
 
 from __future__ import annotations

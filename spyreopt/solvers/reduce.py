@@ -89,7 +89,7 @@ class Reduction:
     original: Formulation
     formulation: Formulation
     keep: list[list[int]]  # per node: original index of each reduced candidate
-    steps: list[tuple]  # eliminations in order: ("map", v, (parents...), {parent values: v value})
+    steps: list[tuple]  # eliminations in order: (v, parents, {parent values: v value})
     edge_origin: list[BufferKey | None]
     dominated_by: dict[tuple[int, int], int]
     stats: dict
@@ -97,7 +97,7 @@ class Reduction:
     def expand(self, assignment) -> tuple[int, ...]:
         """The original assignment a reduced assignment stands for (same objective, same memory)."""
         x = [self.keep[i][int(s)] for i, s in enumerate(assignment)]
-        for _, v, parents, table in reversed(self.steps):
+        for v, parents, table in reversed(self.steps):
             x[v] = table[tuple(x[p] for p in parents)]
         return tuple(x)
 
@@ -122,7 +122,7 @@ class Reduction:
         Dominated candidates are replaced by their dominators; None when the
         assignment uses a candidate pruned as infeasible or above the bound.
         """
-        gone = {step[1] for step in self.steps}
+        gone = {step[0] for step in self.steps}
         out = []
         for i, s in enumerate(assignment):
             if i in gone:
@@ -522,7 +522,7 @@ class _Reducer:
                 self._add_edge(_E(u, u, c, a, us, other.interval, other.origin, False))
             else:
                 self._add_edge(_E(u, w, c, a, us, other.interval, other.origin, False))
-        self.steps.append(("map", v, (u,), {(nu.keep[a],): nv.keep[b] for a, b in enumerate(follow)}))
+        self.steps.append((v, (u,), {(nu.keep[a],): nv.keep[b] for a, b in enumerate(follow)}))
         self._placeholder(v, usage)
         return True
 
@@ -558,9 +558,7 @@ class _Reducer:
         if not self._add_unary(u, total[np.arange(len(best)), best]):
             return False
         self._drop_edge(k)
-        self.steps.append(
-            ("map", v, (u,), {(self.nodes[u].keep[a],): self.nodes[v].keep[b] for a, b in enumerate(best)})
-        )
+        self.steps.append((v, (u,), {(self.nodes[u].keep[a],): self.nodes[v].keep[b] for a, b in enumerate(best)}))
         self.counts["leaf"] += 1
         return True
 
@@ -585,7 +583,7 @@ class _Reducer:
         self._add_edge(_E(u, w, cost, pair_allowed, None, (0, 0), None, False))
         keep_u, keep_v, keep_w = self.nodes[u].keep, self.nodes[v].keep, self.nodes[w].keep
         table = {(keep_u[a], keep_w[c]): keep_v[best[a, c]] for a in range(len(keep_u)) for c in range(len(keep_w))}
-        self.steps.append(("map", v, (u, w), table))
+        self.steps.append((v, (u, w), table))
         self.counts["series"] += 1
         return True
 

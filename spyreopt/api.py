@@ -11,7 +11,7 @@ from spyreopt.model.decode import decode
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
-from spyreopt.solvers.registry import solve_formulation
+from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 
 def solve(
@@ -30,7 +30,12 @@ def solve(
     every decision in the plan is identical for the same input and seed.
     """
     problem = graph if isinstance(graph, Problem) else Problem(graph, hardware, coefficients)
-    sol = solve_formulation(problem.formulation, backend, time_limit=time_limit, seed=seed, **options)
+    baseline = get_problem_backend(backend)
+    if baseline is not None:
+        sol = baseline(problem, time_limit=time_limit, seed=seed, **options)
+        sol.stats.setdefault("backend", backend)
+    else:
+        sol = solve_formulation(problem.formulation, backend, time_limit=time_limit, seed=seed, **options)
     plan = decode(problem, sol, backend=backend, seed=seed)
     try:
         plan.validate()

@@ -130,3 +130,19 @@ def test_bad_plan_json_is_a_typed_error(mutate, needle):
     mutate(data)
     with pytest.raises(FormatError, match=needle):
         so.Plan.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize("name", ["softmax", "mlp", "sdpa", "transformer_block"])
+def test_baselines_are_valid_and_behave_as_defined(name):
+    g = so.workloads.get(name)
+    hbm = so.solve(g, backend="hbm")
+    assert all(t.residency == "hbm" for t in hbm.tensors)
+    assert all(e.mode == "hbm" for e in hbm.edges)
+    ind = so.solve(g, backend="independent")
+    resident = {t.name for t in ind.tensors if t.residency != "hbm"}
+    for e in ind.edges:
+        if e.tensor in resident:
+            assert e.mode == "inplace"  # independent keeps a tensor only where every consumer slices it identically
+    assert ind.cost_us <= hbm.cost_us + 1e-9
+    greedy = so.solve(g, backend="greedy")
+    assert greedy.cost_us <= ind.cost_us + 1e-9

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 from spyreopt.errors import FormatError
 from spyreopt.model.plan import EDGE_MODES, STATUSES, EdgePlan, OpPlan, Plan, TensorPlan
@@ -12,36 +12,31 @@ RESIDENCIES = ("hbm", "lx", "lx+hbm")
 
 
 def _check(value: Any, hint: Any, where: str) -> Any:
-    text = str(hint)
-    optional = "None" in text
-    if value is None:
-        if optional:
+    """Check one field against its type hint (int, float, str, bool, list[int], dict, and X | None)."""
+    args = get_args(hint)
+    if type(None) in args:
+        if value is None:
             return None
+        hint = next(a for a in args if a is not type(None))
+    elif value is None:
         raise FormatError(f"{where}: must not be null")
-    if text.startswith("int") or text == "int | None":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise FormatError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if text.startswith("float"):
+    origin = get_origin(hint) or hint
+    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise FormatError(f"{where}: expected an integer, got {value!r}")
+    if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise FormatError(f"{where}: expected a number, got {value!r}")
         return float(value)
-    if text == "str":
-        if not isinstance(value, str):
-            raise FormatError(f"{where}: expected a string, got {value!r}")
-        return value
-    if text == "bool":
-        if not isinstance(value, bool):
-            raise FormatError(f"{where}: expected true/false, got {value!r}")
-        return value
-    if text.startswith("list[int]"):
-        if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-            raise FormatError(f"{where}: expected a list of integers, got {value!r}")
-        return value
-    if text.startswith("dict"):
-        if not isinstance(value, dict):
-            raise FormatError(f"{where}: expected an object, got {type(value).__name__}")
-        return value
+    if hint is str and not isinstance(value, str):
+        raise FormatError(f"{where}: expected a string, got {value!r}")
+    if hint is bool and not isinstance(value, bool):
+        raise FormatError(f"{where}: expected true/false, got {value!r}")
+    if origin is list and (
+        not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+    ):
+        raise FormatError(f"{where}: expected a list of integers, got {value!r}")
+    if origin is dict and not isinstance(value, dict):
+        raise FormatError(f"{where}: expected an object, got {type(value).__name__}")
     return value
 
 

@@ -23,6 +23,11 @@ BACKENDS: dict[str, str] = {
     "cpsat": "spyreopt.solvers.cpsat",
     "milp": "spyreopt.solvers.milp",
 }
+# baselines that read the Spyre Problem itself (residency, slice matching): module:function
+PROBLEM_BACKENDS: dict[str, str] = {
+    "hbm": "spyreopt.model.baselines:hbm",
+    "independent": "spyreopt.model.baselines:independent",
+}
 
 
 def register(name: str, module: str) -> None:
@@ -31,10 +36,20 @@ def register(name: str, module: str) -> None:
 
 
 def names() -> list[str]:
-    return sorted(BACKENDS)
+    return sorted(BACKENDS) + sorted(PROBLEM_BACKENDS)
+
+
+def get_problem_backend(name: str):
+    """The solve function of a baseline that needs the Problem, or None for formulation backends."""
+    if name not in PROBLEM_BACKENDS:
+        return None
+    module, func = PROBLEM_BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), func)
 
 
 def get_backend(name: str):
+    if name in PROBLEM_BACKENDS:
+        raise SolverError(f"backend {name!r} is a Spyre baseline: it needs a spyreopt.Problem, use spyreopt.solve")
     if name not in BACKENDS:
         raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
     try:

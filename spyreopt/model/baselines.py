@@ -1,0 +1,81 @@
+"""Baseline planners, run through the same path as every backend (``so.solve(g, backend="hbm")``).
+
+* ``hbm``: nothing resident; every op takes its own best division with all
+  tensors in device memory.
+* ``independent``: what the Spyre compiler did before co-optimisation: each op
+  its own best division (as in ``hbm``); a tensor stays in LX only if the
+  producer and every consumer slice it identically (every edge in place) and it
+  fits (placed by the placement engine; the latest-added buffer is dropped when
+  placement fails).
+
+They need the Spyre Problem (residency and slice matching), so they live in
+``model/`` and are registered as problem backends.
+"""
+
+from __future__ import annotations
+
+import time
+
+from spyreopt.model.formulation import Solution
+from spyreopt.model.problem import Candidate, Problem
+from spyreopt.solvers.addresses import place_assignment
+from spyreopt.solvers.local import LocalView
+
+
+def _own_best(problem: Problem) -> list[int]:
+    """Each op's best device-memory candidate given its producers' choices (schedule order)."""
+    f = problem.formulation
+    view = LocalView(f)
+    a = [min(range(len(c)), key=lambda s, c=c: (c[s].residency != "hbm", s)) for c in problem.candidates]
+    for i, cands in enumerate(problem.candidates):
+        costs = view.candidate_costs(i, a)
+        hbm = [s for s, c in enumerate(cands) if c.residency == "hbm"]
+        a[i] = min(hbm, key=lambda s: (costs[s], s))
+    return list(problem.normalize(a))
+
+
+def _solution(problem: Problem, a: list[int], offsets, start: float, stats: dict) -> Solution:
+    f = problem.formulation
+    return Solution(tuple(a), offsets, "feasible", f.evaluate(a), seconds=time.perf_counter() - start, stats=stats)
+
+
+def hbm(problem: Problem, *, time_limit: float, seed: int, **options) -> Solution:
+    start = time.perf_counter()
+    a = _own_best(problem)
+    return _solution(problem, a, {}, start, {"resident": 0})
+
+
+def independent(problem: Problem, *, time_limit: float, seed: int, **options) -> Solution:
+    start = time.perf_counter()
+    f = problem.formulation
+    a = _own_best(problem)
+    added: list[int] = []
+    for i, cands in enumerate(problem.candidates):
+        cur = cands[a[i]]
+        out_edges = [k for k, e in enumerate(problem.edges) if e.producer == i]
+        if not out_edges:
+            continue
+        for residency in ("lx", "lx+hbm"):
+            key = Candidate(cur.layout, residency, cur.branch if residency != "lx" else "-")
+            if key not in cands:
+                continue
+            s = cands.index(key)
+            trial = list(a)
+            trial[i] = s
+            modes = [problem.pair(k, s, a[problem.edges[k].consumer]) for k in out_edges]
+            if all(m is not None and m.mode == "inplace" for m in modes) and _fits(f, trial):
+                a = list(problem.normalize(trial))
+                added.append(i)
+                break
+    offsets = place_assignment(f, a, time_limit=max(time_limit / 2, 0.5), seed=seed)
+    while offsets is None and added:
+        i = added.pop()
+        layout = problem.candidates[i][a[i]].layout
+        a[i] = next(s for s, c in enumerate(problem.candidates[i]) if c.layout == layout and c.residency == "hbm")
+        a = list(problem.normalize(a))
+        offsets = place_assignment(f, a, time_limit=max(time_limit / 2, 0.5), seed=seed)
+    return _solution(problem, a, offsets or {}, start, {"resident": len(added)})
+
+
+def _fits(f, a) -> bool:
+    return f.usage_limit is None or int(LocalView(f).profile(a).max(initial=0)) <= f.usage_limit

@@ -8,7 +8,7 @@ import sys
 
 from spyreopt.errors import SpyreoptError
 
-SUBCOMMANDS = ["solve", "place", "iopddl"]
+SUBCOMMANDS = ["solve", "iopddl", "bench"]
 
 
 def build_parser() -> argparse.ArgumentParser:

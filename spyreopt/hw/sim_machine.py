@@ -1,0 +1,151 @@
+"""The simulated machine: HardwareSpec plus the few micro-architectural knobs the
+public figures do not give, and the per-core work models (PE array, vector unit,
+DMA request counting).
+
+Everything derivable from HardwareSpec is derived here (device-memory request
+overhead and read/write turnaround are solved from the one-way, balanced and
+peak bandwidths), so changing a spec field changes the simulated machine. The
+simulator never reads the cost model: its times come from these mechanisms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil, prod
+
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.candidates import TRANSCENDENTAL
+from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Knobs below the level of the published figures, with defaults that reproduce them.
+
+    * ``dma_latency_ns``: round trip of one device-memory request; with
+      ``dma_max_inflight`` requests in flight it bounds one core's DMA rate
+      (Little's law), which is what makes few-core ops memory-starved.
+    * ``dma_issue_cycles``: a core's DMA engine cost per request (ring transfers).
+    * ``ring_hop_cycles``: latency per ring hop.
+    * ``pe_weight_load_cycles`` / ``pe_pass_bubble_cycles``: a PE-array pass streams
+      the core's rows through a stationary weight tile; a pass costs
+      ``max(rows, load) + bubble`` cycles, so 2 rows run at 50%, 4 at 67%, 8 at 80%.
+    * ``transcendental_cycles``: vector cycles per stick of exp, gelu, div, ...
+    * ``stick_reduce_extra_cycles``: extra cycles per stick for a reduction along
+      the stick (a cross-lane shuffle tree instead of lane-wise accumulation).
+    * ``transpose_cycles_per_stick``: a core's DMA transpose unit (restickify).
+    * ``max_tiles_per_core``: double-buffered tiles per core and op (bounds the
+      event count; tiles are at least a quarter of the core's staging space).
+    """
+
+    dma_latency_ns: float = 250.0
+    dma_issue_cycles: float = 4.0
+    ring_hop_cycles: float = 2.0
+    pe_weight_load_cycles: float = 2.0
+    pe_pass_bubble_cycles: float = 2.0
+    transcendental_cycles: float = 4.0
+    stick_reduce_extra_cycles: float = 1.0
+    transpose_cycles_per_stick: float = 2.0
+    max_tiles_per_core: int = 16
+
+
+@dataclass(frozen=True)
+class Machine:
+    hw: HardwareSpec
+    params: SimParams = field(default_factory=SimParams)
+
+    # ---- device memory -----------------------------------------------------
+    @property
+    def burst_bytes(self) -> int:
+        return self.hw.dma_burst_sticks * self.hw.stick_bytes
+
+    @property
+    def hbm_request_overhead_ns(self) -> float:
+        """Controller time per request beyond its bytes at peak: full bursts then run at the one-way figure."""
+        return self.burst_bytes / self.hw.hbm_gbps_effective - self.burst_bytes / self.hw.hbm_gbps_peak
+
+    @property
+    def turnaround_ns_per_byte(self) -> float:
+        """Read/write turnaround per byte of the smaller direction: balanced traffic runs at the balanced figure."""
+        return 2.0 / self.hw.hbm_gbps_balanced - 2.0 / self.hw.hbm_gbps_effective
+
+    def dma_cap(self, nbytes: float, requests: int, share: int = 1) -> float:
+        """Bytes/ns one core's DMA can sustain on a stream with ``requests`` requests in flight-limited mode."""
+        per_request = nbytes / max(requests, 1)
+        return self.hw.dma_max_inflight / share * per_request / self.params.dma_latency_ns
+
+    @property
+    def staging_bytes(self) -> int:
+        """Scratchpad outside the planner's region: the streaming (double-buffer) space."""
+        return self.hw.lx_bytes - self.hw.program_reserve_bytes - self.hw.planner_lx_bytes
+
+    def tiles(self, stream_bytes: float) -> int:
+        budget = max(self.staging_bytes // 4, self.hw.stick_bytes)
+        return max(1, min(self.params.max_tiles_per_core, ceil(stream_bytes / budget)))
+
+    # ---- ring --------------------------------------------------------------
+    @property
+    def hop_ns(self) -> float:
+        return self.params.ring_hop_cycles / self.hw.clock_ghz
+
+    @property
+    def issue_ns(self) -> float:
+        return self.params.dma_issue_cycles / self.hw.clock_ghz
+
+    @property
+    def local_copy_bytes_per_ns(self) -> float:
+        """An LX-to-LX copy within one core moves one stick per cycle."""
+        return self.hw.stick_bytes * self.hw.clock_ghz
+
+    # ---- compute -----------------------------------------------------------
+    def matmul_ns(self, box: Box, nbatch: int) -> float:
+        """One core's matmul over its iteration box ``(batch..., m, n, k)`` on its PE arrays.
+
+        Each corelet's ``pe_rows x pe_cols`` array does ``P`` MACs per cycle at peak
+        (``P / pe_cols`` k-values for each of ``pe_cols`` output columns). Corelets
+        split n; a pass holds one weight tile stationary and streams the core's rows
+        through it, so few rows underfill the array (row underfill) and an n slice
+        narrower than ``pe_cols`` wastes columns. The sustained/peak ratio is the
+        operand-feed efficiency.
+        """
+        ext = box_extents(box)
+        batch, rows, n, k = prod(ext[:nbatch]), ext[nbatch], ext[nbatch + 1], ext[nbatch + 2]
+        hw, p = self.hw, self.params
+        per_cycle = hw.peak_macs_per_ns_per_core / hw.corelets_per_core / hw.clock_ghz
+        depth = per_cycle / hw.pe_cols  # k-values per column per pass
+        passes = batch * ceil(ceil(n / hw.corelets_per_core) / hw.pe_cols) * ceil(k / depth)
+        cycles = passes * (max(rows, p.pe_weight_load_cycles) + p.pe_pass_bubble_cycles)
+        feed = hw.sustained_macs_per_ns_per_core / hw.peak_macs_per_ns_per_core
+        return cycles / feed / hw.clock_ghz
+
+    def vector_ns(self, sticks: int, fn: str, operands: int) -> float:
+        """Pointwise work: one stick per cycle per corelet, transcendentals slower, one extra read per operand."""
+        p = self.params
+        per_stick = (p.transcendental_cycles if fn in TRANSCENDENTAL else 1.0) + 0.25 * max(operands - 1, 0)
+        return sticks * per_stick / self.hw.corelets_per_core / self.hw.clock_ghz
+
+    def reduce_ns(self, in_sticks: int, along_stick: bool) -> float:
+        per_stick = 1.0 + (self.params.stick_reduce_extra_cycles if along_stick else 0.0)
+        return in_sticks * per_stick / self.hw.corelets_per_core / self.hw.clock_ghz
+
+    def add_ns(self, sticks: int) -> float:
+        """Accumulating partial sums: one stick per cycle per corelet."""
+        return sticks / self.hw.corelets_per_core / self.hw.clock_ghz
+
+    def transpose_ns(self, sticks: int) -> float:
+        return sticks * self.params.transpose_cycles_per_stick / self.hw.clock_ghz
+
+
+def sticks_of(box: Box, stick: int, elem_bytes: int, stick_bytes: int) -> int:
+    return box_padded_bytes(box, stick, elem_bytes, stick_bytes) // stick_bytes
+
+
+def requests(
+    part: Box, whole: Box, stick: int, elem_bytes: int, stick_bytes: int, burst_sticks: int
+) -> tuple[int, int]:
+    """(padded bytes, DMA requests) to move ``part`` of a stick-tiled ``whole``: each contiguous run
+    is cut into bursts of at most ``burst_sticks`` sticks."""
+    nbytes = box_padded_bytes(part, stick, elem_bytes, stick_bytes)
+    runs = contiguous_runs(part, whole, stick, elem_bytes, stick_bytes)
+    run_sticks = nbytes / stick_bytes / runs
+    return nbytes, runs * ceil(run_sticks / burst_sticks)

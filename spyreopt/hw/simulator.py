@@ -1,0 +1,285 @@
+"""``simulate(plan)``: the independent verdict on a plan, by discrete-event simulation.
+
+Ops run in schedule order separated by barriers. Within an op, in order:
+
+1. relayouts: each destination core gathers its fragments from the owner cores
+   over the ring (hop distance, link contention, fan-in limit);
+2. restickifies, staged through device memory: owners write their slices,
+   destinations read them back through their DMA transpose unit (a tensor that
+   is already in device memory in the wrong stick is transformed there first);
+3. the op itself: every core streams its device-memory operands in
+   double-buffered tiles, computes on its PE arrays or vector units, and streams
+   its output slice out (cores share device-memory bandwidth);
+4. a k-split reduces its partial sums over the ring onto the owner cores;
+5. the barrier.
+
+Meanwhile it tracks every core's scratchpad address by address and rejects a
+plan that reads a slice that is not there or writes over a live one (see
+``sim_lx``). Timing never consults the cost model. Units: ns inside, µs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spyreopt.errors import PlanError
+from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
+from spyreopt.hw.sim_lx import Entry, ScratchpadState
+from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
+from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace
+from spyreopt.model.division import project, reduction_split
+from spyreopt.model.layout import box_padded_bytes, intersect
+from spyreopt.model.plan import Plan
+
+PHASES = ("relayout", "restickify", "compute", "dma", "psum", "barrier")
+
+
+@dataclass
+class SimResult:
+    """The simulator's verdict. ``breakdown[op]`` splits each op's time (µs) into ``PHASES``:
+    ``compute`` is the busiest core's compute inside the op's main phase and ``dma`` the rest of
+    that phase (memory time not hidden by double buffering, plus a k-split's write-back)."""
+
+    time_us: float
+    op_us: dict[str, float]
+    breakdown: dict[str, dict[str, float]]
+    core_busy: list[float]  # fraction of the total time each core computes
+    lx_occupancy: list[list[tuple[float, int]]]  # per core: (time µs, bytes live from then on)
+    device_read_bytes: float = 0.0
+    device_write_bytes: float = 0.0
+    op_start_us: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def peak_lx_bytes(self) -> list[int]:
+        return [max((b for _, b in occ), default=0) for occ in self.lx_occupancy]
+
+    def table(self, predicted: dict[str, float] | None = None) -> str:
+        """Per-op simulated µs (and the plan's prediction when given), then the total."""
+        head = ["op", "sim_us"] + (["pred_us"] if predicted else []) + list(PHASES)
+        rows = [head]
+        for name, us in self.op_us.items():
+            row = [name, f"{us:.3f}"] + ([f"{predicted.get(name, float('nan')):.3f}"] if predicted else [])
+            rows.append(row + [f"{self.breakdown[name][p]:.3f}" for p in PHASES])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        busy = sum(self.core_busy) / max(len(self.core_busy), 1)
+        lines.append(f"\ntotal {self.time_us:.3f} us simulated   mean core busy {busy:.1%}")
+        return "\n".join(lines)
+
+
+class _Run:
+    def __init__(self, plan: Plan, params: SimParams | None):
+        self.trace = Trace(plan)
+        hw = self.trace.hw
+        self.m = Machine(hw, params or SimParams())
+        self.lx = ScratchpadState(hw.cores, hw.planner_lx_bytes, hw.stick_bytes)
+        self.in_device = {t.name for t in self.trace.graph.tensors.values() if t.producer is None}
+        self.busy = [0.0] * hw.cores
+        self.occupancy: list[list[tuple[float, int]]] = [[] for _ in range(hw.cores)]
+
+    # ---- operands ----------------------------------------------------------
+    def _sizes(self, tensor: str, box, stick: int, whole=None) -> tuple[int, int]:
+        t = self.trace.tensor(tensor)
+        hw = self.m.hw
+        whole = whole or tuple((0, d) for d in t.shape)
+        return requests(box, whole, stick, t.elem_bytes, hw.stick_bytes, hw.dma_burst_sticks)
+
+    def _check_resident(self, s: Step, od: Operand) -> Step:
+        prod = self.trace.steps[od.producer]
+        what = f"tensor {od.ref.base!r}"
+        if prod.residency == "hbm":
+            raise PlanError(
+                f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads {what} from scratchpad, but it was "
+                f"written to device memory only (residency 'hbm')"
+            )
+        return prod
+
+    def _sources(self, s: Step, od: Operand, prod: Step, c: int, box, limit: int | None) -> list[tuple[int, tuple]]:
+        """Owner cores of the producer whose slices overlap ``box``, each checked to still hold its slice."""
+        frags = []
+        for o, obox in prod.layout.owner_boxes.items():
+            part = intersect(obox, box)
+            if part is not None:
+                frags.append((o, part))
+        if limit is not None and len(frags) > limit:
+            raise PlanError(
+                f"op {s.name!r} at step {s.index}: relayout of tensor {od.ref.base!r} to core {c} gathers "
+                f"{len(frags)} fragments (from cores {[o for o, _ in frags]}), above the fan-in limit {limit}"
+            )
+        for o, _ in frags:
+            self.lx.read(o, prod.address, od.ref.base, prod.layout.owner_boxes[o], od.stored_stick, s.name, s.index,
+                         f"the source slice of tensor {od.ref.base!r}")  # fmt: skip
+        return frags
+
+    def _copy(self, s: Step, od: Operand, c: int, box, stick: int, kind: str) -> None:
+        t = self.trace.tensor(od.ref.base)
+        size = box_padded_bytes(box, stick, t.elem_bytes, self.m.hw.stick_bytes)
+        lo = od.copy_address
+        label = f"{kind} copy of {od.ref.base!r} for {s.name!r}"
+        self.lx.write(
+            c,
+            Entry(label, od.ref.base, box, stick, lo, None if lo is None else lo + size, s.index + 1),
+            s.name,
+            s.index,
+        )
+
+    def operands(self, s: Step) -> tuple[list[RingTransfer], list[CoreJob], list[CoreJob], dict[int, list[int]]]:
+        """Check every operand's source and lay out the data movement: ring transfers,
+        restickify staging (owner write-out, then destination read-back and transforms),
+        and each core's main-phase device-memory reads (bytes, requests)."""
+        hw = self.m.hw
+        ring: list[RingTransfer] = []
+        stage_out: dict[int, CoreJob] = {}
+        stage_in: dict[int, CoreJob] = {}
+        main = {c: [0, 0] for c in range(s.cores)}
+        for od in s.operands:
+            base = self.trace.tensor(od.ref.base)
+            if od.mode in ("leaf",) + DEVICE_MODES:
+                if od.ref.base not in self.in_device:
+                    prod = self.trace.steps[od.producer]
+                    raise PlanError(
+                        f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
+                        f"memory, but it was never written there (residency {prod.residency!r})"
+                    )
+                for c, box in od.boxes:
+                    if od.need_stick != od.stored_stick:  # transform in device memory before the op reads it
+                        rb, rq = self._sizes(od.ref.base, box, od.stored_stick)
+                        wb, wq = self._sizes(od.ref.base, box, od.need_stick)
+                        job = stage_in.setdefault(c, CoreJob(c))
+                        job.read_bytes, job.read_requests = job.read_bytes + rb, job.read_requests + rq
+                        job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
+                        job.compute_ns += self.m.transpose_ns(wb // hw.stick_bytes)
+                    nb, nq = self._sizes(od.ref.base, box, od.need_stick)
+                    main[c][0] += nb
+                    main[c][1] += nq
+                continue
+            if od.mode not in LX_MODES:
+                raise PlanError(f"op {s.name!r}: operand {od.index} has unknown edge mode {od.mode!r}")
+            prod = self._check_resident(s, od)
+            if od.mode in ("inplace", "relayout") and od.need_stick != od.stored_stick:
+                raise PlanError(
+                    f"op {s.name!r} at step {s.index}: tensor {od.ref.base!r} is stored with stick dim {od.stored_stick} but "
+                    f"the op reads it with stick dim {od.need_stick}; edge mode {od.mode!r} cannot change the stick (restickify)"
+                )
+            if od.mode == "inplace":
+                for c, box in od.boxes:
+                    self.lx.read(c, prod.address, od.ref.base, box, od.stored_stick, s.name, s.index,
+                                 f"tensor {od.ref.base!r} in place")  # fmt: skip
+                continue
+            limit = hw.relayout_fan_in if od.mode == "relayout" else None
+            staged: set[int] = set()
+            for c, box in od.boxes:
+                for o, part in self._sources(s, od, prod, c, box, limit):
+                    if od.mode == "relayout":
+                        nb, nq = self._sizes(od.ref.base, part, od.stored_stick, prod.layout.owner_boxes[o])
+                        ring.append(RingTransfer(o, c, nb, nq))
+                    elif o not in staged:
+                        staged.add(o)
+                        wb, wq = self._sizes(od.ref.base, prod.layout.owner_boxes[o], od.stored_stick)
+                        job = stage_out.setdefault(o, CoreJob(o))
+                        job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
+                if od.mode == "restickify":
+                    rb, rq = self._sizes(od.ref.base, box, od.stored_stick)
+                    job = stage_in.setdefault(c, CoreJob(c))
+                    job.read_bytes, job.read_requests = job.read_bytes + rb, job.read_requests + rq
+                    job.compute_ns += self.m.transpose_ns(
+                        sticks_of(box, od.need_stick, base.elem_bytes, hw.stick_bytes)
+                    )
+                self._copy(s, od, c, box, od.need_stick, od.mode)
+        return ring, list(stage_out.values()), list(stage_in.values()), main
+
+    # ---- compute -----------------------------------------------------------
+    def compute_ns(self, s: Step, c: int) -> float:
+        box, hw = s.boxes[c], self.m.hw
+        out = self.trace.tensor(s.op.output)
+        if s.op.kind == "matmul":
+            return self.m.matmul_ns(box, len(s.space.dims) - 3)
+        if s.op.kind == "reduce":
+            od = s.operands[0]
+            base = self.trace.tensor(od.ref.base)
+            along = any(od.ref.perm[d] == od.need_stick for d in s.op.attrs["dims"])
+            in_box = dict(od.boxes)[c]
+            return self.m.reduce_ns(sticks_of(in_box, od.need_stick, base.elem_bytes, hw.stick_bytes), along)
+        out_box = project(box, s.space.output_map)
+        sticks = sticks_of(out_box, s.layout.stick, out.elem_bytes, hw.stick_bytes)
+        return self.m.vector_ns(sticks, s.op.attrs.get("fn", "copy"), len(s.op.inputs))
+
+    # ---- one op ------------------------------------------------------------
+    def step(self, s: Step, t0: float) -> tuple[float, dict[str, float], float, float]:
+        hw, m = self.m.hw, self.m
+        out = self.trace.tensor(s.op.output)
+        ring, stage_out, stage_in, main = self.operands(s)
+        if "lx" in s.residency:
+            for c, box in s.layout.owner_boxes.items():
+                size = box_padded_bytes(box, s.layout.stick, out.elem_bytes, hw.stick_bytes)
+                hi = None if s.address is None else s.address + size
+                entry = Entry(f"tensor {out.name!r}", out.name, box, s.layout.stick, s.address, hi, s.free_step)
+                self.lx.write(c, entry, s.name, s.index)
+        for c in range(hw.cores):
+            self.occupancy[c].append((t0 * 1e-3, self.lx.used(c)))
+        ns = dict.fromkeys(PHASES, 0.0)
+        ns["relayout"] = run_ring(ring, m)
+        staging = [run_pipeline(stage_out, m), run_pipeline(stage_in, m)]
+        ns["restickify"] = sum(p.time_ns for p in staging)
+        k = reduction_split(s.space, s.layout.division)
+        writes = "hbm" in s.residency
+        jobs = []
+        for c in range(s.cores):
+            job = CoreJob(c, main[c][0], main[c][1], self.compute_ns(s, c))
+            if writes and k == 1 and c in s.layout.owner_boxes:
+                job.write_bytes, job.write_requests = self._sizes(out.name, s.layout.owner_boxes[c], s.layout.stick)
+            jobs.append(job)
+        phase = run_pipeline(jobs, m)
+        comp = max(phase.compute_ns.values(), default=0.0)
+        for c, v in phase.compute_ns.items():
+            self.busy[c] += v
+        ns["compute"], ns["dma"] = comp, phase.time_ns - comp
+        reads = phase.read_bytes + sum(p.read_bytes for p in staging)
+        written = phase.write_bytes + sum(p.write_bytes for p in staging)
+        if k > 1:
+            transfers, adds = [], 0.0
+            for o, box in s.layout.owner_boxes.items():
+                nb, nq = self._sizes(out.name, box, s.layout.stick, box)  # partials sit contiguous
+                transfers += [RingTransfer(p, o, nb, nq) for p in s.peers(o) if p != o]
+                add = m.add_ns((k - 1) * nb // hw.stick_bytes)
+                self.busy[o] += add
+                adds = max(adds, add)
+            ns["psum"] = run_ring(transfers, m) + adds
+            if writes:
+                wjobs = []
+                for c, box in s.layout.owner_boxes.items():
+                    wb, wq = self._sizes(out.name, box, s.layout.stick)
+                    wjobs.append(CoreJob(c, write_bytes=wb, write_requests=wq))
+                wphase = run_pipeline(wjobs, m)
+                ns["dma"] += wphase.time_ns
+                written += wphase.write_bytes
+        if writes:
+            self.in_device.add(out.name)
+        ns["barrier"] = hw.barrier_ns
+        return sum(ns.values()), ns, reads, written
+
+
+def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
+    """Simulate a plan on the machine it was made for; PlanError (op, buffer, core, address, step) if it is illegal."""
+    run = _Run(plan, params)
+    t = 0.0
+    op_us, breakdown, starts = {}, {}, {}
+    reads = writes = 0.0
+    for s in run.trace.steps:
+        run.lx.release(s.index)
+        dt, ns, r, w = run.step(s, t)
+        starts[s.name] = t * 1e-3
+        op_us[s.name] = dt * 1e-3
+        breakdown[s.name] = {k: v * 1e-3 for k, v in ns.items()}
+        reads, writes, t = reads + r, writes + w, t + dt
+    missing = [x for x in run.trace.graph.outputs if x not in run.in_device]
+    if missing:
+        raise PlanError(
+            f"graph output(s) {missing} never written to device memory (an output's residency must include 'hbm')"
+        )
+    run.lx.release(len(run.trace.steps) + 1)
+    for c in range(run.m.hw.cores):
+        run.occupancy[c].append((t * 1e-3, run.lx.used(c)))
+    busy = [b / t if t > 0 else 0.0 for b in run.busy]
+    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts)

@@ -1,0 +1,175 @@
+"""``solve_repeated``: solve each distinct segment of a graph once and stitch the plans.
+
+The graph is split where one tensor crosses the schedule (``segments.split``);
+segments with the same canonical key (identical layers) are solved once, through
+the plan cache when one is given, and every copy reuses that plan relabelled to
+its own names. The stitched plan is then re-derived on the full graph (its
+edges, lifetimes and cost come from the full Problem with every op fixed to its
+segment's decision) and validated.
+
+What the decomposition fixes: every tensor crossing a cut goes through device
+memory, stick on its last dim, and so does every graph output's layout when the
+graph is split. With that fixed the problem separates exactly, so each segment's
+optimum is the optimum of the fixed problem; the unrestricted whole-graph
+optimum may be lower (it may keep a crossing tensor in scratchpad). The stitched
+plan therefore never claims "optimal" and carries no bound. ``time_limit``
+applies to each distinct segment solve.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from spyreopt.api import solve as solve_plain
+from spyreopt.cache.cached import solve_through
+from spyreopt.cache.key import Canonical, digest, key_payload
+from spyreopt.cache.relabel import to_canonical
+from spyreopt.cache.segments import Segment, split
+from spyreopt.cache.store import PlanCache
+from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.errors import PlanError, SolverError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.decode import decode
+from spyreopt.model.formulation import Solution
+from spyreopt.model.graph import Graph
+from spyreopt.model.opspace import op_space
+from spyreopt.model.plan import Plan
+from spyreopt.model.problem import Problem
+
+STATUS_ORDER = ("optimal", "feasible", "timeout")
+
+
+def restricted_problem(seg: Segment, hw: HardwareSpec, coef: Coefficients) -> Problem:
+    """The segment's Problem with each restricted op keeping only the candidates the cut allows."""
+    p = Problem(seg.graph, hw, coef)
+    for tensor, (residencies, stick) in seg.restrict.items():
+        i = p.step[seg.graph.tensors[tensor].producer]
+        keep = [
+            c for c in p.candidates[i] if c.residency in residencies and p.cands[i].layouts[c.layout].stick == stick
+        ]
+        if not keep:
+            raise SolverError(
+                f"decompose: op {p.ops[i].name!r} cannot write {tensor!r} to device memory stick-on-last "
+                f"(needed to cut the schedule after it); solve without decompose"
+            )
+        p.candidates[i] = keep  # before the formulation is first built, so every table sees the restriction
+    return p
+
+
+def solve_repeated(
+    graph: Graph,
+    backend: str = "greedy",
+    *,
+    time_limit: float = 10.0,
+    seed: int = 0,
+    hardware: HardwareSpec | None = None,
+    coefficients: Coefficients | None = None,
+    cache: PlanCache | None = None,
+    **options: Any,
+) -> Plan:
+    """Plan ``graph`` segment by segment; ``plan.stats["decomposition"]`` says how many were solved vs reused."""
+    start = time.perf_counter()
+    graph.check()
+    hw, coef = hardware or HardwareSpec(), coefficients or default()
+    segs = split(graph, hw, coef)
+    if len(segs) == 1:
+        if cache is None:
+            plan, hits = (
+                solve_plain(
+                    graph, backend, time_limit=time_limit, seed=seed, hardware=hw, coefficients=coef, **options
+                ),
+                0,
+            )
+        else:
+            plan, hit = solve_through(
+                cache, graph, backend, time_limit=time_limit, seed=seed, hardware=hw, coefficients=coef, **options
+            )
+            hits = int(hit)
+        plan.stats["decomposition"] = {"segments": 1, "distinct": 1, "reused": 0, "cuts": []}
+        plan.stats.setdefault("timing", {})["decomposition"] = {"solved": 1 - hits, "cache_hits": hits}
+        return plan
+    opts = {"time_limit": time_limit, "seed": seed, **options}
+    memo: dict[str, dict] = {}  # key -> stored plan in canonical names
+    parts, solved, hits = [], 0, 0
+    for seg in segs:
+        payload, canon = key_payload(seg.graph, backend, opts, hardware=hw, coefficients=coef, extra=seg.extra())
+        key = digest(payload)
+        if key not in memo:
+            plan = cache.get(key, canon, seg.graph, hw, coef) if cache is not None else None
+            if plan is None:
+                plan = solve_plain(
+                    restricted_problem(seg, hw, coef), backend, time_limit=time_limit, seed=seed, **options
+                )
+                solved += 1
+                if cache is not None:
+                    cache.put(key, plan, canon)
+            else:
+                hits += 1
+            memo[key] = to_canonical(plan, canon)
+        parts.append((memo[key], canon))
+    statuses = [data["status"] for data, _ in parts]
+    worst = max(STATUS_ORDER.index(s) if s in STATUS_ORDER else len(STATUS_ORDER) for s in statuses)
+    status = "timeout" if worst >= STATUS_ORDER.index("timeout") else "feasible"
+    message = (
+        f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, {len(memo)} distinct; "
+        f"crossing tensors fixed to device memory stick-on-last, so optimal per segment at best"
+    )
+    plan = stitch(graph, hw, coef, parts, backend=backend, seed=seed, status=status, message=message)
+    plan.solve_seconds = round(time.perf_counter() - start, 6)
+    plan.stats["decomposition"] = {
+        "segments": len(segs),
+        "distinct": len(memo),
+        "reused": len(segs) - len(memo),
+        "cuts": [
+            [s.start, sorted(t for t in prev.restrict if t in s.graph.tensors)] for prev, s in zip(segs, segs[1:])
+        ],
+        "segment_status": statuses,
+        "segments_cost_us": sum(data["cost_us"] for data, _ in parts),
+    }
+    plan.stats["timing"]["decomposition"] = {"solved": solved, "cache_hits": hits, "seconds": plan.solve_seconds}
+    return plan
+
+
+def stitch(
+    graph: Graph,
+    hw: HardwareSpec,
+    coef: Coefficients,
+    parts: list[tuple[dict, Canonical]],
+    *,
+    backend: str,
+    seed: int,
+    status: str,
+    message: str,
+) -> Plan:
+    """One plan of the full graph from stored segment plans (canonical names, with each segment's renaming):
+    decisions and addresses carried over, edges, lifetimes and costs re-derived on the full graph."""
+    decisions, addresses, copies = {}, {}, {}
+    for data, canon in parts:
+        ops = {v: k for k, v in canon.op_names.items()}
+        tensors = {v: k for k, v in canon.tensor_names.items()}
+        decisions.update({ops[o["name"]]: o for o in data["ops"]})
+        addresses.update({tensors[t["name"]]: t["address"] for t in data["tensors"]})
+        copies.update({(ops[e["consumer"]], e["operand"]): e["copy_address"] for e in data["edges"]})
+    fixed = {}
+    for name, o in decisions.items():
+        dims = op_space(graph, graph.ops[name]).dims
+        fixed[name] = (tuple(o["division"][d] for d in dims), o["stick"], o["residency"])
+    problem = Problem(graph, hw, coef, fixed=fixed)
+    assignment = problem.normalize([0] * len(problem.ops))
+    offsets = {}
+    for i, o in enumerate(problem.ops):
+        if addresses.get(o.output) is not None:
+            offsets[("node", i)] = addresses[o.output]
+    for k, e in enumerate(problem.edges):
+        addr = copies.get((problem.ops[e.consumer].name, e.operand))
+        if addr is not None:
+            offsets[("edge", k)] = addr
+    objective = problem.formulation.evaluate(assignment)
+    sol = Solution(tuple(assignment), offsets, status, objective, message=message)
+    plan = decode(problem, sol, backend=backend, seed=seed)
+    try:
+        plan.validate()
+    except PlanError as exc:
+        raise PlanError(f"decompose: the stitched plan is invalid: {exc}") from exc
+    return plan

@@ -100,9 +100,7 @@ def minimize_capacity(
                 proved_lower = probe + 1
             probe = (proved_lower + best - 1) // 2
     if method == "cpsat" or (method == "auto" and proved_lower < best and _left(deadline) > 0):
-        status, found, cp_stats = cpsat_place(
-            buffers, best, _left(deadline), seed, minimize_height=True, hint=offsets
-        )
+        status, found, cp_stats = cpsat_place(buffers, best, _left(deadline), seed, minimize_height=True, hint=offsets)
         stats.update(cp_stats)
         if found is not None and _height(buffers, found) < best:
             offsets, best, used = found, _height(buffers, found), "cpsat"

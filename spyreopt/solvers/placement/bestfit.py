@@ -27,7 +27,8 @@ def best_fit(buffers: Sequence[Buffer], capacity: int, sw: Sweep) -> list[int] |
 
 def best_fit_lowest(buffers: Sequence[Buffer], sw: Sweep) -> list[int]:
     """Offsets without a capacity limit, from the order that ends lowest."""
-    unbounded = sum(b.size for b in buffers) + max((b.offset or 0) + b.size for b in buffers)
+    # Room for every buffer stacked, with its worst alignment padding, above every pre-placed one.
+    unbounded = sum(b.size + b.alignment for b in buffers) + max((b.offset or 0) + b.size for b in buffers)
     candidates = [_place_in_order(buffers, unbounded, sw, key) for key in _orders(buffers, sw)]
     return min((c for c in candidates if c is not None), key=lambda c: _height(buffers, c))
 

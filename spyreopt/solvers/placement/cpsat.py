@@ -31,14 +31,15 @@ def cpsat_place(
     """(status, offsets by index, stats); with minimize_height, the lowest heap found within capacity."""
     model = cp_model.CpModel()
     starts = []
+    slots: dict[int, cp_model.IntVar] = {}  # free buffer index -> offset / alignment
     time_boxes = []
     address_boxes = []
     for i, b in enumerate(buffers):
         if b.offset is not None:
             start = model.new_constant(b.offset)
         else:
-            slots = model.new_int_var(0, max((capacity - b.size) // b.alignment, -1), f"slot{i}")
-            start = slots * b.alignment if b.alignment > 1 else slots
+            slots[i] = model.new_int_var(0, max((capacity - b.size) // b.alignment, -1), f"slot{i}")
+            start = slots[i] * b.alignment if b.alignment > 1 else slots[i]
         starts.append(start)
         time_boxes.append(model.new_fixed_size_interval_var(b.lower, b.upper - b.lower, f"t{i}"))
         address_boxes.append(model.new_fixed_size_interval_var(start, b.size, f"a{i}"))
@@ -52,17 +53,20 @@ def cpsat_place(
             model.add(height >= start + b.size)
         model.minimize(height)
     if hint is not None:
-        for b, start, h in zip(buffers, starts, hint):
-            if b.offset is None:
-                model.add_hint(start, h)
+        for i, slot in slots.items():
+            model.add_hint(slot, hint[i] // buffers[i].alignment)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     solver.parameters.max_deterministic_time = max(time_limit * _DETERMINISTIC_SHARE, 0.01)
     code = solver.solve(model)
-    stats = {"cpsat_status": solver.status_name(code), "wall_time": solver.wall_time,
-             "deterministic_time": solver.deterministic_time, "branches": solver.num_branches}
+    stats = {
+        "cpsat_status": solver.status_name(code),
+        "wall_time": solver.wall_time,
+        "deterministic_time": solver.deterministic_time,
+        "branches": solver.num_branches,
+    }
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         offsets = [int(solver.value(s)) for s in starts]
         if height is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import PlanError
@@ -13,6 +14,9 @@ from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
+if TYPE_CHECKING:
+    from spyreopt.cache import PlanCache
+
 
 def solve(
     graph: Graph | Problem,
@@ -22,13 +26,26 @@ def solve(
     seed: int = 0,
     hardware: HardwareSpec | None = None,
     coefficients: Coefficients | None = None,
+    cache: PlanCache | str | os.PathLike | None = None,
+    decompose: str | None = None,
     **options: Any,
 ) -> Plan:
     """Plan a graph with one backend. The returned plan has passed ``validate``.
 
     ``solve_seconds`` is measured by the backend and so varies between runs;
     every decision in the plan is identical for the same input and seed.
+    ``cache`` (a ``spyreopt.cache.PlanCache`` or a directory) returns the stored
+    plan of the same canonical problem, relabelled, instead of solving again;
+    ``decompose="layers"`` solves each distinct repeated segment once
+    (``spyreopt.cache.solve_repeated``).
     """
+    if cache is not None or decompose is not None:
+        from spyreopt.cache import solve_cached  # imported here: spyreopt.cache builds on this module
+
+        return solve_cached(
+            graph, backend, time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients,
+            cache=cache, decompose=decompose, **options,
+        )  # fmt: skip
     problem = graph if isinstance(graph, Problem) else Problem(graph, hardware, coefficients)
     baseline = get_problem_backend(backend)
     if baseline is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -182,12 +181,9 @@ def test_killing_a_worker_mid_sweep_still_returns_every_row(client):
 
 
 def run_cli(argv):
-    from spyreopt.cli import sweep
+    from spyreopt.cli import main
 
-    parser = argparse.ArgumentParser()
-    sweep.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_cli_sweep_locally_and_on_a_scheduler(client, tmp_path, capsys):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import random
@@ -315,12 +314,9 @@ def test_bad_decompose_value():
 
 
 def run_cli(argv):
-    from spyreopt.cli import cache as cli_cache
+    from spyreopt.cli import main
 
-    parser = argparse.ArgumentParser()
-    cli_cache.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_cli_stats_and_clear(tmp_path, capsys):
@@ -332,3 +328,16 @@ def test_cli_stats_and_clear(tmp_path, capsys):
     assert "cleared 1" in capsys.readouterr().out
     with PlanCache(tmp_path) as cache:
         assert cache.stats().entries == 0
+
+
+def test_solve_takes_cache_and_decompose(tmp_path):
+    g = so.workloads.get("softmax")
+    first = so.solve(g, backend="greedy", cache=tmp_path)
+    second = so.solve(g, backend="greedy", cache=str(tmp_path))
+    assert second.stats["timing"]["cache"]["hit"] and second.to_json() == first.to_json()
+    assert so.solve(g, decompose="layers").stats["decomposition"]["segments"] == 1
+
+
+def test_cli_stats_of_a_missing_directory_is_an_error(tmp_path, capsys):
+    assert run_cli(["cache", "stats", "--dir", str(tmp_path / "nope")]) == 2
+    assert "no such cache directory" in capsys.readouterr().err

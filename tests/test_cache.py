@@ -58,10 +58,10 @@ def build(spec: dict, prefix: str = "", leaf_order_seed: int = 0) -> so.Graph:
         if kind == "matmul":
             x = g.matmul(x, weights[mm], name=name)
             mm += 1
-        elif kind == "gelu":
-            x = g.pointwise("gelu", x, name=name)
         elif kind == "add_input" and g.tensors[x].shape == g.tensors[x0].shape:
             x = g.pointwise("add", x, x0, name=name)
+        elif kind in ("gelu", "add_input"):  # an add whose shapes differ becomes a gelu
+            x = g.pointwise("gelu", x, name=name)
         elif kind == "softmax":
             x = g.softmax(x, name=name)
         else:
@@ -341,3 +341,27 @@ def test_solve_takes_cache_and_decompose(tmp_path):
 def test_cli_stats_of_a_missing_directory_is_an_error(tmp_path, capsys):
     assert run_cli(["cache", "stats", "--dir", str(tmp_path / "nope")]) == 2
     assert "no such cache directory" in capsys.readouterr().err
+
+
+def views_and_outputs_stack(layers: int) -> so.Graph:
+    """Identical layers whose boundary tensor is also a graph output and is read through transposes."""
+    g = so.Graph("views")
+    x = g.input("x", (64, 128))
+    for i in range(layers):
+        a = g.matmul(x, g.weight(f"w{i}", (128, 128)), name=f"l{i}.a")
+        u = g.matmul(g.transpose(x, name=f"l{i}.xt"), g.weight(f"v{i}", (64, 64)), name=f"l{i}.u")
+        x = g.pointwise(
+            "add", g.pointwise("gelu", a, name=f"l{i}.gelu"), g.transpose(u, name=f"l{i}.ut"), name=f"l{i}.out"
+        )
+        g.output(x)
+    return g
+
+
+def test_decompose_with_views_across_cuts_and_intermediate_outputs():
+    g = views_and_outputs_stack(3)
+    plan = so.solve(g, backend="greedy", decompose="layers")
+    d = plan.stats["decomposition"]
+    assert (d["segments"], d["distinct"]) == (3, 1)
+    plan.validate()
+    for i in range(3):
+        assert plan.tensor(f"l{i}.out").residency == "hbm" and plan.tensor(f"l{i}.out").stick == 1

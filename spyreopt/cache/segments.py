@@ -111,8 +111,13 @@ def _can_write_leaf_layout(graph: Graph, op: Op, hw: HardwareSpec, coef: Coeffic
         return any(lay.stick == last for lay in OpCandidates(graph, op, hw, coef, 1).layouts)
 
 
-def segment(s: Schedule, start: int, stop: int) -> Segment:
-    """Steps ``[start, stop)`` as a graph: tensors from earlier steps become inputs (same names)."""
+def segment(s: Schedule, start: int, stop: int, hw: HardwareSpec, coef: Coefficients) -> Segment:
+    """Steps ``[start, stop)`` as a graph: tensors from earlier steps become inputs (same names).
+
+    A tensor read after the segment is restricted to device memory stick-on-last;
+    a graph output it produces to stick-on-last where its op can write that
+    (so the last of identical layers keys like the others).
+    """
     g = s.graph
     sub = Graph(f"{g.name}[{start}:{stop}]")
     inside = {o.name for o in s.ops[start:stop]}
@@ -141,12 +146,13 @@ def segment(s: Schedule, start: int, stop: int) -> Segment:
         stick = len(g.tensors[o.output].shape) - 1
         if last >= stop:
             restrict[o.output] = (HBM, stick)
-        elif o.output in g.outputs:
+        elif o.output in g.outputs and _can_write_leaf_layout(g, o, hw, coef):
             restrict[o.output] = (("hbm", "lx+hbm") if last > p else HBM, stick)
     dead_ends = [
         o.output for o in s.ops[start:stop] if s.span[o.output][1] == s.span[o.output][0] and o.output not in g.outputs
     ]
-    sub.outputs = [t for t in restrict] + [t for t in g.outputs if t in sub.tensors and t not in restrict]
+    produced = {o.output for o in s.ops[start:stop]}  # views and entering tensors are never outputs here
+    sub.outputs = [t for t in restrict] + [t for t in g.outputs if t in produced and t not in restrict]
     if not sub.outputs:  # results of this segment are never read: an unread op is planned the same as an output
         sub.outputs = dead_ends
     sub.check()
@@ -229,4 +235,4 @@ def split(graph: Graph, hw: HardwareSpec, coef: Coefficients) -> list[Segment]:
     s = Schedule(graph)
     if len(blocks) == 1:
         return [Segment(0, len(s.ops), graph, {})]
-    return [segment(s, a, b) for a, b in blocks]
+    return [segment(s, a, b, hw, coef) for a, b in blocks]

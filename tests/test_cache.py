@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import random
 from concurrent.futures import ProcessPoolExecutor
 
@@ -207,6 +208,10 @@ def test_a_directory_path_works_and_is_shared(tmp_path):
     so_solve(g, str(tmp_path))
     plan = so_solve(g, tmp_path)
     assert plan.stats["timing"]["cache"]["hit"] is True
+    with PlanCache(tmp_path) as cache:  # a cache sent to a worker reopens the same directory
+        copy = pickle.loads(pickle.dumps(cache))
+        assert copy.directory == cache.directory and len(copy) == len(cache) == 1
+        copy.close()
 
 
 def test_stale_entry_is_dropped_and_solved_again(tmp_path):

@@ -114,7 +114,7 @@ def _run(run, model: MilpModel, deadline: float, seed: int, warm) -> RunResult:
         return RunResult(False, False, True, False, None, f"infeasible: {model.infeasible}")
     if not model.prob.variables():  # every node fixed by domain reduction: nothing left to search
         return RunResult(True, True, False, False, 0.0, "no variables left after domain reduction")
-    return run(model.prob, time_limit=deadline - time.perf_counter(), seed=seed, start=warm)
+    return run(model.prob, deadline=deadline, seed=seed, start=warm)
 
 
 def _hard_violations(f: Formulation, a) -> list[str]:

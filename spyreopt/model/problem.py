@@ -27,7 +27,7 @@ import numpy as np
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients, default
-from spyreopt.errors import GraphError, PlanError
+from spyreopt.errors import GraphError, InfeasibleError, PlanError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.candidates import (
     EdgeAnalysis,
@@ -106,6 +106,7 @@ class Problem:
         for t in graph.tensors.values():
             if t.nbytes > self.hw.device_memory_bytes:
                 raise GraphError(f"tensor {t.name!r}: {t.nbytes} bytes exceed device memory {self.hw.device_memory_bytes}")
+        self._check_device_memory()
         self.ops = [o for o in graph.ops.values() if o.kind != "view"]
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.fixed = fixed
@@ -121,6 +122,22 @@ class Problem:
         self.candidates = [self._op_candidates(i) for i in range(len(self.ops))]
         self._pair_cache: dict = {}
         self._edge_cache: dict = {}
+
+    def _check_device_memory(self) -> None:
+        """Inputs, weights and outputs live in device memory for the whole program: they must fit."""
+        g = self.graph
+        held = [(t.name, t.nbytes) for t in g.tensors.values() if t.producer is None or t.name in g.outputs]
+        need = sum(b for _, b in held)
+        cap = self.hw.device_memory_bytes
+        if need > cap:
+            held.sort(key=lambda x: -x[1])
+            shown = ", ".join(f"{n} ({b})" for n, b in held[:8])
+            raise InfeasibleError(
+                f"graph {g.name!r}: infeasible at time step 0: inputs, weights and outputs need {need} bytes of device "
+                f"memory, which holds {cap} ({need - cap} over); buffers: {shown}; the smallest device memory that "
+                f"would fit is {need}",
+                {"time_step": 0, "usage": need, "limit": cap, "over": need - cap, "buffers": held, "min_capacity": need},
+            )
 
     # ---- structure ---------------------------------------------------------
     def _edges(self) -> list[EdgeRef]:

@@ -36,7 +36,8 @@ class LocalView:
         self.limit = self._limit()
 
     def _limit(self) -> int | None:
-        limits = [x for x in (self.f.usage_limit, self.f.placement and self.f.placement.capacity) if x]
+        placement = self.f.placement.capacity if self.f.placement is not None else None
+        limits = [x for x in (self.f.usage_limit, placement) if x is not None]
         return min(limits) if limits else None
 
     # ---- costs -------------------------------------------------------------

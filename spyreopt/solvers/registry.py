@@ -14,8 +14,9 @@ import importlib
 import time
 from typing import Any
 
-from spyreopt.errors import SolverError
+from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.solvers.feasibility import check_usage_feasible
 
 BACKENDS: dict[str, str] = {
     "greedy": "spyreopt.solvers.greedy",
@@ -66,10 +67,11 @@ def solve_formulation(
     solve = get_backend(backend)
     if time_limit <= 0:
         raise SolverError(f"time_limit must be positive, got {time_limit}")
+    check_usage_feasible(f)
     start = time.perf_counter()
     try:
         sol = solve(f, time_limit=time_limit, seed=seed, **options)
-    except SolverError:
+    except (SolverError, InfeasibleError):
         raise
     except Exception as exc:  # a solver crash becomes a typed error naming the backend
         raise SolverError(f"backend {backend!r} failed: {type(exc).__name__}: {exc}") from exc

@@ -68,6 +68,21 @@ class SimResult:
         return "\n".join(lines)
 
 
+@dataclass
+class _Movement:
+    """An op's data movement before it computes."""
+
+    main: dict[int, list[int]]  # per core: device-memory bytes and requests of the main phase
+    ring: list[RingTransfer] = field(default_factory=list)  # relayout fragments
+    stage_out: dict[int, CoreJob] = field(default_factory=dict)  # restickify: owners write their slices out
+    stage_in: dict[int, CoreJob] = field(default_factory=dict)  # restickify: read back, transform
+
+
+def _add_read(job: CoreJob, nbytes: int, nreq: int) -> None:
+    job.read_bytes += nbytes
+    job.read_requests += nreq
+
+
 class _Run:
     def __init__(self, plan: Plan, params: SimParams | None):
         self.trace = Trace(plan)
@@ -124,70 +139,66 @@ class _Run:
             s.index,
         )
 
-    def operands(self, s: Step) -> tuple[list[RingTransfer], list[CoreJob], list[CoreJob], dict[int, list[int]]]:
-        """Check every operand's source and lay out the data movement: ring transfers,
-        restickify staging (owner write-out, then destination read-back and transforms),
-        and each core's main-phase device-memory reads (bytes, requests)."""
-        hw = self.m.hw
-        ring: list[RingTransfer] = []
-        stage_out: dict[int, CoreJob] = {}
-        stage_in: dict[int, CoreJob] = {}
-        main = {c: [0, 0] for c in range(s.cores)}
+    def operands(self, s: Step) -> _Movement:
+        """Check every operand's source and lay out its data movement."""
+        mv = _Movement({c: [0, 0] for c in range(s.cores)})
         for od in s.operands:
-            base = self.trace.tensor(od.ref.base)
             if od.mode in ("leaf",) + DEVICE_MODES:
-                if od.ref.base not in self.in_device:
-                    prod = self.trace.steps[od.producer]
-                    raise PlanError(
-                        f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
-                        f"memory, but it was never written there (residency {prod.residency!r})"
-                    )
-                for c, box in od.boxes:
-                    if od.need_stick != od.stored_stick:  # transform in device memory before the op reads it
-                        rb, rq = self._sizes(od.ref.base, box, od.stored_stick)
-                        wb, wq = self._sizes(od.ref.base, box, od.need_stick)
-                        job = stage_in.setdefault(c, CoreJob(c))
-                        job.read_bytes, job.read_requests = job.read_bytes + rb, job.read_requests + rq
-                        job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
-                        job.compute_ns += self.m.transpose_ns(wb // hw.stick_bytes)
-                    nb, nq = self._sizes(od.ref.base, box, od.need_stick)
-                    main[c][0] += nb
-                    main[c][1] += nq
-                continue
-            if od.mode not in LX_MODES:
+                self._device_operand(s, od, mv)
+            elif od.mode in LX_MODES:
+                self._scratchpad_operand(s, od, mv)
+            else:
                 raise PlanError(f"op {s.name!r}: operand {od.index} has unknown edge mode {od.mode!r}")
-            prod = self._check_resident(s, od)
-            if od.mode in ("inplace", "relayout") and od.need_stick != od.stored_stick:
-                raise PlanError(
-                    f"op {s.name!r} at step {s.index}: tensor {od.ref.base!r} is stored with stick dim {od.stored_stick} but "
-                    f"the op reads it with stick dim {od.need_stick}; edge mode {od.mode!r} cannot change the stick (restickify)"
-                )
-            if od.mode == "inplace":
-                for c, box in od.boxes:
-                    self.lx.read(c, prod.address, od.ref.base, box, od.stored_stick, s.name, s.index,
-                                 f"tensor {od.ref.base!r} in place")  # fmt: skip
-                continue
-            limit = hw.relayout_fan_in if od.mode == "relayout" else None
-            staged: set[int] = set()
+        return mv
+
+    def _device_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
+        """Read from device memory; a tensor stored in another stick is transformed there first."""
+        if od.ref.base not in self.in_device:
+            prod = self.trace.steps[od.producer]
+            raise PlanError(
+                f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
+                f"memory, but it was never written there (residency {prod.residency!r})"
+            )
+        for c, box in od.boxes:
+            if od.need_stick != od.stored_stick:
+                job = mv.stage_in.setdefault(c, CoreJob(c))
+                _add_read(job, *self._sizes(od.ref.base, box, od.stored_stick))
+                wb, wq = self._sizes(od.ref.base, box, od.need_stick)
+                job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
+                job.compute_ns += self.m.transpose_ns(wb // self.m.hw.stick_bytes)
+            nb, nq = self._sizes(od.ref.base, box, od.need_stick)
+            mv.main[c][0] += nb
+            mv.main[c][1] += nq
+
+    def _scratchpad_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
+        """Read in place, or gather a relayout (ring) or restickify (staged through device memory) copy."""
+        hw = self.m.hw
+        prod = self._check_resident(s, od)
+        if od.mode in ("inplace", "relayout") and od.need_stick != od.stored_stick:
+            raise PlanError(
+                f"op {s.name!r} at step {s.index}: tensor {od.ref.base!r} is stored with stick dim {od.stored_stick} but "
+                f"the op reads it with stick dim {od.need_stick}; edge mode {od.mode!r} cannot change the stick (restickify)"
+            )
+        if od.mode == "inplace":
             for c, box in od.boxes:
-                for o, part in self._sources(s, od, prod, c, box, limit):
-                    if od.mode == "relayout":
-                        nb, nq = self._sizes(od.ref.base, part, od.stored_stick, prod.layout.owner_boxes[o])
-                        ring.append(RingTransfer(o, c, nb, nq))
-                    elif o not in staged:
-                        staged.add(o)
-                        wb, wq = self._sizes(od.ref.base, prod.layout.owner_boxes[o], od.stored_stick)
-                        job = stage_out.setdefault(o, CoreJob(o))
-                        job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
-                if od.mode == "restickify":
-                    rb, rq = self._sizes(od.ref.base, box, od.stored_stick)
-                    job = stage_in.setdefault(c, CoreJob(c))
-                    job.read_bytes, job.read_requests = job.read_bytes + rb, job.read_requests + rq
-                    job.compute_ns += self.m.transpose_ns(
-                        sticks_of(box, od.need_stick, base.elem_bytes, hw.stick_bytes)
-                    )
-                self._copy(s, od, c, box, od.need_stick, od.mode)
-        return ring, list(stage_out.values()), list(stage_in.values()), main
+                self.lx.read(c, prod.address, od.ref.base, box, od.stored_stick, s.name, s.index,
+                             f"tensor {od.ref.base!r} in place")  # fmt: skip
+            return
+        limit = hw.relayout_fan_in if od.mode == "relayout" else None
+        base = self.trace.tensor(od.ref.base)
+        for c, box in od.boxes:
+            for o, part in self._sources(s, od, prod, c, box, limit):
+                owned = prod.layout.owner_boxes[o]
+                if od.mode == "relayout":
+                    mv.ring.append(RingTransfer(o, c, *self._sizes(od.ref.base, part, od.stored_stick, owned)))
+                elif o not in mv.stage_out:  # each owner writes its slice out once
+                    wb, wq = self._sizes(od.ref.base, owned, od.stored_stick)
+                    mv.stage_out[o] = CoreJob(o, write_bytes=wb, write_requests=wq)
+            if od.mode == "restickify":
+                job = mv.stage_in.setdefault(c, CoreJob(c))
+                _add_read(job, *self._sizes(od.ref.base, box, od.stored_stick))
+                job.compute_ns += self.m.transpose_ns(sticks_of(box, od.need_stick, base.elem_bytes, hw.stick_bytes))
+            self._copy(s, od, c, box, od.need_stick, od.mode)
 
     # ---- compute -----------------------------------------------------------
     def compute_ns(self, s: Step, c: int) -> float:
@@ -209,7 +220,7 @@ class _Run:
     def step(self, s: Step, t0: float) -> tuple[float, dict[str, float], float, float]:
         hw, m = self.m.hw, self.m
         out = self.trace.tensor(s.op.output)
-        ring, stage_out, stage_in, main = self.operands(s)
+        mv = self.operands(s)
         if "lx" in s.residency:
             for c, box in s.layout.owner_boxes.items():
                 size = box_padded_bytes(box, s.layout.stick, out.elem_bytes, hw.stick_bytes)
@@ -219,14 +230,14 @@ class _Run:
         for c in range(hw.cores):
             self.occupancy[c].append((t0 * 1e-3, self.lx.used(c)))
         ns = dict.fromkeys(PHASES, 0.0)
-        ns["relayout"] = run_ring(ring, m)
-        staging = [run_pipeline(stage_out, m), run_pipeline(stage_in, m)]
+        ns["relayout"] = run_ring(mv.ring, m)
+        staging = [run_pipeline(list(mv.stage_out.values()), m), run_pipeline(list(mv.stage_in.values()), m)]
         ns["restickify"] = sum(p.time_ns for p in staging)
         k = reduction_split(s.space, s.layout.division)
         writes = "hbm" in s.residency
         jobs = []
         for c in range(s.cores):
-            job = CoreJob(c, main[c][0], main[c][1], self.compute_ns(s, c))
+            job = CoreJob(c, mv.main[c][0], mv.main[c][1], self.compute_ns(s, c))
             if writes and k == 1 and c in s.layout.owner_boxes:
                 job.write_bytes, job.write_requests = self._sizes(out.name, s.layout.owner_boxes[c], s.layout.stick)
             jobs.append(job)

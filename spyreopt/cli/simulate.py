@@ -1,0 +1,37 @@
+"""``spyreopt simulate PLAN.json``: the simulator's verdict on a plan, total and per op."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spyreopt.errors import FormatError
+from spyreopt.hw.simulator import simulate
+from spyreopt.model.plan import Plan
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="simulate a plan JSON and print total and per-op simulated microseconds",
+        description="Simulate a plan (written by `spyreopt solve --out`) on the hardware it was made for; "
+        "print per-op simulated and predicted microseconds with the phase breakdown, and the total. "
+        "An illegal plan is reported with the op, buffer, core, address and step.",
+    )
+    p.add_argument("plan", help="plan JSON file")
+    p.set_defaults(func=_simulate)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    path = Path(args.plan)
+    if not path.is_file():
+        raise FormatError(f"plan file {str(path)!r} does not exist")
+    plan = Plan.from_json(path.read_text())
+    result = simulate(plan)
+    print(f"{plan.graph.get('name', 'graph')}: {len(plan.ops)} ops, plan from {plan.backend}")
+    print(result.table({o.name: o.predicted_us for o in plan.ops}))
+    print(
+        f"predicted {plan.cost_us:.3f} us   simulated {result.time_us:.3f} us   "
+        f"(simulated / predicted {result.time_us / plan.cost_us if plan.cost_us else float('nan'):.3f})"
+    )
+    return 0

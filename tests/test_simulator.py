@@ -1,0 +1,340 @@
+"""The simulator: every solver's plans simulate, every corruption is rejected with its
+reason, and each mechanism (bandwidth sharing, turnaround, bursts, PE underfill, ring
+contention, double buffering) behaves as documented."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+
+import numpy as np
+import pytest
+
+import spyreopt as so
+from spyreopt.errors import PlanError, SolverError
+from spyreopt.hw.sim_fixed import plan_for, simulate_op
+from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring, share_device_memory
+from spyreopt.hw.sim_machine import Machine
+from spyreopt.hw.simulator import PHASES, simulate
+
+HW = so.HardwareSpec()
+M = Machine(HW)
+
+
+@cache
+def _plan_json(name: str, backend: str = "greedy", time_limit: float = 1.0) -> str:
+    return so.solve(so.workloads.get(name), backend=backend, time_limit=time_limit, seed=0).to_json()
+
+
+def plan(name: str, backend: str = "greedy", time_limit: float = 1.0) -> so.Plan:
+    """A fresh (mutable) copy of a cached plan."""
+    return so.Plan.from_json(_plan_json(name, backend, time_limit))
+
+
+def backend_plan(name: str, backend: str, time_limit: float) -> so.Plan:
+    try:
+        return plan(name, backend, time_limit)
+    except SolverError as exc:
+        if "unavailable" in str(exc):
+            pytest.skip(str(exc))
+        raise
+
+
+# ---- acceptance: every backend's plans simulate ------------------------------------
+@pytest.mark.parametrize("name", so.workloads.names())
+def test_every_greedy_plan_simulates_consistently(name):
+    p = plan(name)
+    r = simulate(p)
+    assert r.time_us > 0
+    assert set(r.op_us) == {o.name for o in p.ops}
+    assert sum(r.op_us.values()) == pytest.approx(r.time_us, rel=1e-9)
+    for op, us in r.op_us.items():
+        assert set(r.breakdown[op]) == set(PHASES)
+        assert all(v >= 0 for v in r.breakdown[op].values())
+        assert sum(r.breakdown[op].values()) == pytest.approx(us, rel=1e-9)
+        assert r.breakdown[op]["barrier"] == pytest.approx(HW.barrier_ns * 1e-3)
+    assert len(r.core_busy) == HW.cores and all(0 <= b <= 1 for b in r.core_busy)
+    resident = [t.bytes_per_core for t in p.tensors if t.residency != "hbm"]
+    peak = max(r.peak_lx_bytes)
+    assert peak <= HW.planner_lx_bytes
+    assert peak >= max(resident, default=0)  # the simulator saw the biggest buffer itself
+    assert 0.5 < r.time_us / p.cost_us < 2.0  # the cost model is a proxy of this machine
+
+
+@pytest.mark.parametrize("backend", ["anneal", "cpsat", "milp"])
+@pytest.mark.parametrize("name", ["mlp", "sdpa", "transformer_block"])
+def test_other_backends_plans_simulate(backend, name):
+    p = backend_plan(name, backend, 1.0)
+    assert simulate(p).time_us > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["greedy", "anneal", "cpsat", "milp"])
+@pytest.mark.parametrize("name", so.workloads.names())
+def test_every_backend_on_every_workload_simulates(backend, name):
+    p = backend_plan(name, backend, 10.0)
+    assert simulate(p).time_us > 0
+
+
+def test_simulation_is_deterministic_and_ignores_the_cost_model():
+    p = plan("mha")
+    base = simulate(p)
+    assert simulate(plan("mha")) == base
+    p.coefficients = {k: v * 3.0 + 1.0 for k, v in p.coefficients.items()}
+    assert simulate(p).time_us == base.time_us
+
+
+def test_the_hardware_spec_drives_the_machine():
+    p = plan("softmax")  # memory-bound
+    base = simulate(p).time_us
+    p.hardware = dict(p.hardware, hbm_gbps_effective=75.0, hbm_gbps_balanced=52.5)
+    assert simulate(p).time_us > 1.5 * base - 1.0
+    q = plan("softmax")
+    q.hardware = dict(q.hardware, barrier_ns=1150.0)
+    assert simulate(q).time_us == pytest.approx(base + len(q.ops) * 1.0, rel=1e-6)
+
+
+# ---- corrupted plans -----------------------------------------------------------------
+def _edge(p, mode):
+    return next(e for e in p.edges if e.mode == mode)
+
+
+def test_address_moved_into_a_live_buffer_is_rejected():
+    p = plan("softmax")
+    a, b = p.tensor("softmax.max"), p.tensor("softmax.sub")  # max is live while sub is written
+    b.address = a.address
+    with pytest.raises(
+        PlanError,
+        match=r"op 'softmax.sub' at step 1, core \d+: writing tensor 'softmax.sub' .* overwrites live tensor 'softmax.max'",
+    ):
+        simulate(p)
+
+
+def test_dropped_relayout_is_rejected():
+    p = plan("mlp")
+    e = _edge(p, "relayout")
+    e.mode, e.copy_address = "inplace", None
+    with pytest.raises(
+        PlanError,
+        match=rf"op '{e.consumer}' at step \d+, core \d+: reads tensor '{e.tensor}' in place box .* but the scratchpad holds",
+    ):
+        simulate(p)
+
+
+def test_reading_a_device_memory_tensor_from_scratchpad_is_rejected():
+    p = plan("transformer_block")
+    e = _edge(p, "hbm")
+    e.mode = "inplace"
+    with pytest.raises(
+        PlanError, match=rf"reads tensor '{e.tensor}' from scratchpad, but it was written to device memory only"
+    ):
+        simulate(p)
+
+
+def test_reading_a_freed_tensor_is_rejected():
+    p = plan("softmax")
+    t = p.tensor("softmax.exp")  # read by sum (step 3) and div (step 4)
+    t.lifetime = [t.lifetime[0], 4]
+    with pytest.raises(
+        PlanError,
+        match=r"op 'softmax.div' at step 4, core 0: reads tensor 'softmax.exp' in place .* holds nothing live",
+    ):
+        simulate(p)
+
+
+def test_spill_of_a_tensor_never_written_to_device_memory_is_rejected():
+    p = plan("softmax")
+    e = next(e for e in p.edges if e.consumer == "softmax.div" and e.tensor == "softmax.exp")
+    e.mode = "spill"
+    with pytest.raises(
+        PlanError,
+        match=r"reads tensor 'softmax.exp' from device memory, but it was never written there \(residency 'lx'\)",
+    ):
+        simulate(p)
+
+
+def test_address_beyond_capacity_is_rejected():
+    p = plan("softmax")
+    t = p.tensor("softmax.exp")
+    t.address = HW.planner_lx_bytes - HW.stick_bytes
+    with pytest.raises(
+        PlanError,
+        match=rf"tensor 'softmax.exp' at \[{t.address}, \d+\) lies outside the scratchpad \(planner capacity {HW.planner_lx_bytes}",
+    ):
+        simulate(p)
+
+
+def test_misaligned_address_is_rejected():
+    p = plan("mlp")
+    e = _edge(p, "relayout")
+    e.copy_address += 64
+    with pytest.raises(
+        PlanError,
+        match=rf"relayout copy of '{e.tensor}' for '{e.consumer}' at address {e.copy_address} is not a multiple of the 128-byte stick",
+    ):
+        simulate(p)
+
+
+def test_relayout_beyond_fan_in_is_rejected():
+    p = plan("transformer_block")
+    e = max(p.edges, key=lambda e: e.fan_in if e.mode == "relayout" else 0)
+    assert e.mode == "relayout" and e.fan_in >= 2
+    p.hardware = dict(p.hardware, relayout_fan_in=e.fan_in - 1)
+    limit = e.fan_in - 1
+    with pytest.raises(PlanError, match=rf"gathers {e.fan_in} fragments .* above the fan-in limit {limit}"):
+        simulate(p)
+
+
+def test_division_beyond_the_span_limit_is_rejected():
+    p = plan("decode_proj")
+    p.hardware = dict(p.hardware, span_limit_bytes=64 * 1024)
+    with pytest.raises(
+        PlanError,
+        match=r"op 'proj' at step 0: core \d+ addresses a span of \d+ bytes of tensor '\w+' .* above the span limit 65536",
+    ):
+        simulate(p)
+
+
+def test_graph_output_kept_only_in_scratchpad_is_rejected():
+    p = plan("mlp")
+    last = p.ops[-1]
+    t = p.tensor(last.name)
+    last.residency = t.residency = "lx"
+    t.address, t.lifetime = HW.planner_lx_bytes // 2, [2, 3]
+    with pytest.raises(PlanError, match=r"graph output\(s\) \['down'\] never written to device memory"):
+        simulate(p)
+
+
+def test_relayout_through_a_changed_stick_is_rejected():
+    g = so.Graph("t")
+    x = g.input("x", (64, 256))
+    y = g.pointwise("exp", x, name="e")
+    g.output(g.pointwise("neg", y, name="n"))
+    p = plan_for(g, {"e": ({"d0": 32}, 1, "lx"), "n": ({"d0": 32}, 1, "hbm")})
+    simulate(p)
+    p.ops[1].stick = p.tensor("n").stick = 0  # the consumer now wants stick dim 0, the edge still says in place
+    p.ops[1].division = {"d0": 1, "d1": 32}
+    with pytest.raises(PlanError, match=r"stored with stick dim 1 but the op reads it with stick dim 0"):
+        simulate(p)
+
+
+# ---- mechanisms ----------------------------------------------------------------------
+def test_device_memory_one_way_balanced_and_short_requests():
+    n = 32
+    tau_burst = 1 / HW.hbm_gbps_peak + M.hbm_request_overhead_ns / M.burst_bytes
+    caps = np.full(n, 1e9)
+    reads = share_device_memory(np.full(n, tau_burst), caps, np.zeros(n, dtype=bool), M.turnaround_ns_per_byte)
+    assert reads.sum() == pytest.approx(HW.hbm_gbps_effective, rel=1e-9)
+    mixed = share_device_memory(np.full(n, tau_burst), caps, np.arange(n) % 2 == 1, M.turnaround_ns_per_byte)
+    assert mixed.sum() == pytest.approx(HW.hbm_gbps_balanced, rel=1e-9)
+    tau_stick = 1 / HW.hbm_gbps_peak + M.hbm_request_overhead_ns / HW.stick_bytes
+    short = share_device_memory(np.full(n, tau_stick), caps, np.zeros(n, dtype=bool), M.turnaround_ns_per_byte)
+    assert short.sum() < HW.hbm_gbps_effective / 5
+    capped = share_device_memory(np.array([tau_burst]), np.array([3.0]), np.array([False]), 0.0)
+    assert capped[0] == 3.0  # a lone stream runs at its own DMA cap
+
+
+def test_one_core_is_limited_by_requests_in_flight():
+    one = run_pipeline([CoreJob(0, read_bytes=1 << 20, read_requests=(1 << 20) // M.burst_bytes)], M)
+    cap = HW.dma_max_inflight * M.burst_bytes / M.params.dma_latency_ns
+    assert one.time_ns >= (1 << 20) / min(cap, HW.hbm_gbps_effective)
+    many = run_pipeline([CoreJob(c, read_bytes=1 << 15, read_requests=8) for c in range(32)], M)
+    assert many.time_ns < one.time_ns  # same bytes over 32 cores: the shared bandwidth, not one DMA, binds
+
+
+def test_double_buffering_overlaps_memory_and_compute():
+    nbytes, req = 4 << 20, (4 << 20) // M.burst_bytes
+    mem = run_pipeline([CoreJob(0, read_bytes=nbytes, read_requests=req)], M).time_ns
+    comp = run_pipeline([CoreJob(0, compute_ns=mem)], M).time_ns
+    both = run_pipeline([CoreJob(0, read_bytes=nbytes, read_requests=req, compute_ns=mem)], M).time_ns
+    assert comp == pytest.approx(mem)
+    assert max(mem, comp) < both < 0.75 * (mem + comp)
+
+
+def test_ring_hops_direction_and_contention():
+    nb = 1 << 16
+    near = run_ring([RingTransfer(0, 1, nb, nb // M.burst_bytes)], M)
+    far = run_ring([RingTransfer(0, 16, nb, nb // M.burst_bytes)], M)
+    assert far > near
+    assert run_ring([RingTransfer(0, 31, nb, 16)], M) == pytest.approx(near)  # the short way round
+    shared = run_ring([RingTransfer(0, 2, nb, 16), RingTransfer(1, 3, nb, 16)], M)  # both use link 1->2
+    apart = run_ring([RingTransfer(0, 2, nb, 16), RingTransfer(3, 1, nb, 16)], M)  # opposite directions
+    assert shared > 1.8 * (near - M.hop_ns - M.issue_ns)
+    assert apart < shared
+    short_runs = run_ring([RingTransfer(0, 1, nb, nb // HW.stick_bytes)], M)
+    assert short_runs > near
+
+
+def test_pe_row_underfill_and_vector_costs():
+    def rate(rows):
+        box = ((0, rows), (0, 512), (0, 512))
+        return rows * 512 * 512 / M.matmul_ns(box, 0)
+
+    assert rate(2) / rate(1024) == pytest.approx(0.5, rel=0.02)
+    assert rate(2) < rate(4) < rate(8) < rate(64)
+    assert rate(1024) == pytest.approx(HW.sustained_macs_per_ns_per_core, rel=0.01)
+    assert M.vector_ns(100, "exp", 1) > M.vector_ns(100, "add", 2) > M.vector_ns(100, "neg", 1)
+    assert M.reduce_ns(100, True) > M.reduce_ns(100, False)
+
+
+def _mm(m, k, n):
+    g = so.Graph("mm")
+    g.output(g.matmul(g.input("a", (m, k)), g.weight("b", (k, n)), name="mm"))
+    return g
+
+
+def test_op_families_measure_in_isolation():
+    g = _mm(128, 1024, 512)
+    plain = simulate_op(g, {"mm": ({"m": 4, "n": 8}, 1, "hbm")})
+    ksplit = simulate_op(g, {"mm": ({"m": 4, "n": 2, "k": 4}, 1, "hbm")})
+    assert plain.breakdown["mm"]["psum"] == 0 and ksplit.breakdown["mm"]["psum"] > 0
+    one = simulate_op(g, {"mm": ({}, 1, "hbm")})
+    eight = simulate_op(g, {"mm": ({"n": 8}, 1, "hbm")})
+    assert one.breakdown["mm"]["compute"] > 7 * eight.breakdown["mm"]["compute"]
+    assert one.time_us > eight.time_us
+    # replicated reads: an m split re-reads B on every m block
+    assert plain.device_read_bytes > eight.device_read_bytes > one.device_read_bytes
+    # a producer/consumer pair whose slices differ: a relayout, then a restickify
+    r = so.Graph("r")
+    y = r.pointwise("exp", r.input("x", (256, 512)), name="p")
+    r.output(r.pointwise("neg", y, name="c"))
+    rel = simulate_op(r, {"p": ({"d0": 32}, 1, "lx"), "c": ({"d0": 4, "d1": 8}, 1, "hbm")})
+    assert rel.breakdown["c"]["relayout"] > 0 and rel.breakdown["c"]["restickify"] == 0
+    res = simulate_op(r, {"p": ({"d0": 32}, 1, "lx"), "c": ({"d0": 4, "d1": 8}, 0, "hbm")})
+    assert res.breakdown["c"]["restickify"] > 0 and res.breakdown["c"]["relayout"] == 0
+    with pytest.raises(PlanError, match="no decision for op 'c'"):
+        plan_for(r, {"p": ({"d0": 32}, 1, "lx")})
+
+
+def test_scratchpad_occupancy_follows_lifetimes():
+    p = plan("softmax")
+    r = simulate(p)
+    core0 = r.lx_occupancy[0]
+    assert [t for t, _ in core0] == sorted(t for t, _ in core0)
+    assert core0[-1][1] == 0  # everything freed at the end
+    live = {}
+    for t in p.tensors:
+        if t.residency != "hbm":
+            for step in range(*t.lifetime):
+                live[step] = live.get(step, 0) + t.bytes_per_core
+    assert [b for _, b in core0[:-1]] == [live.get(i, 0) for i in range(len(p.ops))]
+
+
+def test_plan_json_round_trip_and_cli(tmp_path, capsys):
+    import argparse
+
+    from spyreopt.cli.simulate import add_parser
+
+    p = plan("mlp")
+    path = tmp_path / "plan.json"
+    path.write_text(p.to_json())
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["simulate", str(path)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    total = simulate(p).time_us
+    assert f"total {total:.3f} us simulated" in out
+    for o in p.ops:
+        assert o.name in out
+    assert copy.deepcopy(p) == p

@@ -6,6 +6,8 @@ from spyreopt import workloads
 from spyreopt.api import solve
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, InfeasibleError, PlanError, SolverError, SpyreoptError
+from spyreopt.hw.execute import check_execution, execute, reference
+from spyreopt.hw.simulator import SimResult, simulate
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.formulation import Formulation
 from spyreopt.model.graph import Graph
@@ -14,6 +16,7 @@ from spyreopt.model.problem import Problem
 
 __all__ = [
     "Coefficients", "FormatError", "Formulation", "Graph", "GraphError", "HardwareSpec", "InfeasibleError",
-    "Plan", "PlanError", "Problem", "SolverError", "SpyreoptError", "solve", "workloads",
+    "Plan", "PlanError", "Problem", "SimResult", "SolverError", "SpyreoptError", "check_execution", "execute",
+    "reference", "simulate", "solve", "workloads",
 ]  # fmt: skip
 __version__ = "0.1.0"

@@ -1,0 +1,166 @@
+"""Read Inductor's lowered IR: dtypes, sizes, layouts, and what a loop body loads and computes.
+
+A loop body (``Pointwise.inner_fn`` / ``Reduction.inner_fn``) is run once under a
+recording ops handler with fresh index symbols, the way Inductor itself extracts
+dependencies; each load's index is then split into per-variable coefficients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import sympy
+import torch
+from torch._inductor import ir
+from torch._inductor.ops_handler import DefaultHandler
+from torch._inductor.utils import sympy_index_symbol
+from torch._inductor.virtualized import V
+
+from spyreopt.integrations.inductor.groups import Read
+
+DTYPES = {
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float32: "fp32",
+    **{
+        getattr(torch, n): "fp8"
+        for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+        if hasattr(torch, n)
+    },
+}
+# Stand-ins for dtypes spyreopt does not plan, by element size (only as operands of opaque ops).
+STAND_IN = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp32"}
+
+
+class Unsupported(Exception):
+    """A node the translation does not model; it becomes an opaque op with this reason."""
+
+
+def planned_dtype(dtype: torch.dtype) -> str | None:
+    return DTYPES.get(dtype)
+
+
+def stand_in_dtype(dtype: torch.dtype) -> str:
+    return DTYPES.get(dtype) or STAND_IN.get(dtype.itemsize, "fp32")
+
+
+def as_int(x: Any, what: str) -> int:
+    try:
+        return int(x)
+    except TypeError as exc:
+        raise Unsupported(
+            f"{what} {x} is symbolic (dynamic shapes are not planned; compile with dynamic=False)"
+        ) from exc
+
+
+def ints(xs: Any, what: str) -> tuple[int, ...]:
+    return tuple(as_int(x, what) for x in xs)
+
+
+@dataclass(frozen=True)
+class View:
+    """A tensor argument as a strided view of a storage buffer."""
+
+    buffer: str
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+
+
+def view_of(node: ir.IRNode) -> View:
+    layout = node.get_layout()
+    if not isinstance(layout, ir.Layout) or isinstance(layout, ir.NonOwningLayout):
+        raise Unsupported(f"argument {node.get_name()} has layout {type(layout).__name__}")
+    return View(
+        node.get_name(),
+        ints(layout.size, "size"),
+        ints(layout.stride, "stride"),
+        as_int(layout.offset, "offset"),
+        layout.dtype,
+    )
+
+
+def affine(expr: sympy.Expr, syms: list[sympy.Symbol]) -> tuple[tuple[int, ...], int] | None:
+    """(coefficient per symbol, offset) if ``expr`` is affine in ``syms`` with integer coefficients."""
+    expr = sympy.expand(sympy.sympify(expr))
+    if not expr.free_symbols <= set(syms):
+        return None
+    coeffs = []
+    for s in syms:
+        c = sympy.diff(expr, s)
+        if not c.is_Integer:
+            return None
+        coeffs.append(int(c))
+    rest = expr.subs({s: 0 for s in syms})
+    if not rest.is_Integer:
+        return None
+    return tuple(coeffs), int(rest)
+
+
+def read_of(index: sympy.Expr, syms: list[sympy.Symbol], template: Read) -> Read:
+    """``template`` (the tensor's dims) read at ``index``."""
+    af = affine(index, syms)
+    if af is None:
+        return replace(template, coeffs=tuple(0 for _ in syms), offset=0, affine=False)
+    return replace(template, coeffs=af[0], offset=af[1])
+
+
+class _Value:
+    """Stands for any value inside a recorded loop body (only loads and op names matter)."""
+
+
+@dataclass
+class Body:
+    loads: list[tuple[str, sympy.Expr]] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    reduction: str | None = None
+    indirect: bool = False
+    masked: bool = False
+
+
+class _Recorder(DefaultHandler):
+    """Records loads and op names; everything else returns a placeholder value."""
+
+    def __init__(self, body: Body):
+        self.body = body
+
+    def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.body.ops.append(name)
+        return _Value()
+
+    def load(self, name: str, index: sympy.Expr) -> Any:
+        self.body.loads.append((name, index))
+        return _Value()
+
+    def indirect_indexing(self, *args: Any, **kwargs: Any) -> sympy.Symbol:
+        self.body.indirect = True
+        return sympy_index_symbol(f"indirect{len(self.body.ops)}")
+
+    def masked(self, mask: Any, body: Any, other: Any) -> Any:
+        self.body.masked = True
+        self.body.ops.append("masked")
+        body()
+        return _Value()
+
+    def reduction(self, dtype: Any, src_dtype: Any, reduction_type: str, value: Any) -> Any:
+        self.body.reduction = reduction_type
+        return _Value()
+
+    def store(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def store_reduction(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def record(fn: Any, *indices: list[sympy.Symbol]) -> Body:
+    body = Body()
+    with V.set_ops_handler(_Recorder(body)):
+        fn(*indices)
+    return body
+
+
+def symbols(prefix: str, n: int) -> list[sympy.Symbol]:
+    return [sympy_index_symbol(f"{prefix}{i}") for i in range(n)]

@@ -1,0 +1,29 @@
+"""PyTorch Inductor adapter: plan every graph Inductor lowers, at the point the Spyre compiler
+runs its co-optimiser (after lowering, before scheduling).
+
+Two ways in:
+
+* ``torch.compile(model, backend="spyreopt", options={"backend": "cpsat", "time_limit": 10,
+  "mode": "analysis"})`` -- Inductor with the capture point; ``mode="analysis"`` plans without
+  generating code and runs the program eagerly;
+* ``with capture(backend="greedy") as graphs: torch.compile(model)(x)`` -- capture the compiles
+  of the plain Inductor backend inside the block (``install()`` / ``uninstall()`` are the
+  underlying hook switch).
+
+``plans()`` returns a ``CapturedGraph`` per graph: the spyreopt ``Graph``, the ``Plan``, the
+mapping from plan ops to Inductor buffers, op counts by kind, opaque ops with their reasons,
+solve time, and the hook failure (with its reason) if there was one. This package imports
+torch; the rest of spyreopt does not.
+"""
+
+from spyreopt.integrations.inductor.backend import NAME, register, spyreopt_backend
+from spyreopt.integrations.inductor.hook import capture, install, installed, uninstall
+from spyreopt.integrations.inductor.records import CapturedGraph, Options, clear, plans
+from spyreopt.integrations.inductor.translate import MatmulInfo, Translation
+
+register()
+
+__all__ = [
+    "NAME", "CapturedGraph", "MatmulInfo", "Options", "Translation", "capture", "clear", "install", "installed",
+    "plans", "register", "spyreopt_backend", "uninstall",
+]  # fmt: skip

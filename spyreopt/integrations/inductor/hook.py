@@ -1,0 +1,176 @@
+"""The capture point: ``GraphLowering.codegen``, entered once lowering is complete and before
+the ``Scheduler`` is built (Inductor 2.13). PyTorch has no public hook there, so the method is
+wrapped while at least one ``install()`` is outstanding, and restored by the last ``uninstall()``.
+
+The wrapper does nothing unless a ``Session`` is active in the current context; it never lets
+an exception of its own escape (one would kill the user's compile): failures are recorded with
+their reason. In analysis mode it stops the compile after capturing by raising ``AnalysisOnly``,
+which the spyreopt backend turns into an eager run of the graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch._inductor import config as inductor_config
+from torch._inductor.graph import GraphLowering
+
+from spyreopt.api import solve
+from spyreopt.errors import SolverError
+from spyreopt.integrations.inductor.records import CapturedGraph, Options, publish
+from spyreopt.integrations.inductor.translate import translate
+
+
+class AnalysisOnly(Exception):
+    """Raised from the hook in analysis mode to skip code generation (never seen by users)."""
+
+
+@dataclass
+class Session:
+    """Options for the graphs compiled while it is active, and where their records go."""
+
+    options: Options
+    sink: list[CapturedGraph] | None = None
+    _seen: set[int] = field(default_factory=set)
+
+    def capture(self, lowering: GraphLowering) -> CapturedGraph:
+        record = CapturedGraph(_graph_name(lowering), _kind(lowering), self.options)
+        start = time.perf_counter()
+        try:
+            tr = translate(lowering, record.name)
+            record.graph, record.op_buffer, record.opaque = tr.graph, tr.op_buffer, tr.opaque
+            record.notes, record.matmuls, record.counts = tr.notes, tr.matmuls, tr.counts()
+            record.inductor_nodes = dict(tr.inductor_nodes)
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, never raised into the compile
+            record.error = f"translation failed: {type(exc).__name__}: {exc} (at {_where(exc)})"
+        record.capture_seconds = time.perf_counter() - start
+        if record.error is None and self.options.solve:
+            if not record.graph.ops:
+                record.error = "nothing to plan: the graph has no ops"
+            else:
+                self._solve(record)
+        publish(record)
+        if self.sink is not None:
+            self.sink.append(record)
+        return record
+
+    def _solve(self, record: CapturedGraph) -> None:
+        o = self.options
+        start = time.perf_counter()
+        try:
+            record.plan = solve(
+                record.graph, backend=o.backend, time_limit=o.time_limit, seed=o.seed, hardware=o.hardware
+            )
+        except Exception as exc:  # noqa: BLE001
+            record.error = f"solve failed: {type(exc).__name__}: {exc}"
+        record.solve_seconds = time.perf_counter() - start
+
+
+_active: contextvars.ContextVar[Session | None] = contextvars.ContextVar("spyreopt_inductor_session", default=None)
+_lock = threading.Lock()
+_installs = 0
+_original: Callable | None = None
+_counter = itertools.count()
+
+
+def _codegen_with_capture(self: GraphLowering, *args, **kwargs):
+    session = _active.get()
+    if session is not None and id(self) not in session._seen:
+        session._seen.add(id(self))
+        session.capture(self)
+        if session.options.mode == "analysis":
+            raise AnalysisOnly()
+    return _original(self, *args, **kwargs)
+
+
+def install() -> None:
+    """Wrap ``GraphLowering.codegen`` (counted: each ``install`` needs one ``uninstall``)."""
+    global _installs, _original
+    with _lock:
+        if _installs == 0:
+            if GraphLowering.codegen is _codegen_with_capture:
+                raise RuntimeError("spyreopt inductor hook is already in place without a matching install()")
+            _original = GraphLowering.codegen
+            GraphLowering.codegen = _codegen_with_capture
+        _installs += 1
+
+
+def uninstall() -> None:
+    """Undo one ``install``; the last one restores the original method."""
+    global _installs, _original
+    with _lock:
+        if _installs == 0:
+            return
+        _installs -= 1
+        if _installs == 0:
+            if GraphLowering.codegen is not _codegen_with_capture:
+                raise RuntimeError(
+                    "GraphLowering.codegen was replaced by someone else while the spyreopt hook was installed"
+                )
+            GraphLowering.codegen = _original
+            _original = None
+
+
+def installed() -> bool:
+    return _installs > 0
+
+
+def capture_settings() -> contextlib.ExitStack:
+    """Config that keeps every compile reaching codegen: no FX graph or AOT autograd cache, no freezing."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False, freezing=False))
+    stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
+    return stack
+
+
+@contextlib.contextmanager
+def active(session: Session) -> Iterator[Session]:
+    """Install the hook and make ``session`` receive the graphs compiled inside this block."""
+    install()
+    token = _active.set(session)
+    try:
+        with capture_settings():
+            yield session
+    finally:
+        _active.reset(token)
+        uninstall()
+
+
+@contextlib.contextmanager
+def capture(**options) -> Iterator[list[CapturedGraph]]:
+    """Capture and plan every Inductor compile in this block, e.g. ``torch.compile(model)``.
+
+    Yields the list that receives this block's records (they are also in ``plans()``).
+    Only full mode applies here: the code Inductor generates runs as usual.
+    """
+    opts = Options.from_dict(options)
+    if opts.mode != "full":
+        raise SolverError("capture(): analysis mode needs the spyreopt torch.compile backend")
+    records: list[CapturedGraph] = []
+    with active(Session(opts, records)):
+        yield records
+
+
+def _kind(lowering: GraphLowering) -> str:
+    if getattr(lowering, "is_backward", False):
+        return "backward"
+    return "inference" if getattr(lowering, "is_inference", False) else "forward"
+
+
+def _graph_name(lowering: GraphLowering) -> str:
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return f"{compile_id if compile_id is not None else '-'}:{_kind(lowering)}:{next(_counter)}"
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    last = frames[-1] if frames else None
+    return f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno}" if last else "?"

@@ -1,0 +1,103 @@
+"""What a capture produces: options, one record per captured graph, and the log of records."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from spyreopt.errors import SolverError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.graph import Graph
+from spyreopt.model.plan import Plan
+from spyreopt.solvers import registry
+
+MODES = ("full", "analysis")
+
+
+@dataclass(frozen=True)
+class Options:
+    """How captured graphs are planned.
+
+    ``mode``: "full" lets Inductor generate and run code; "analysis" captures and plans,
+    then runs the program eagerly (no code generation). ``solve=False`` only translates.
+    """
+
+    backend: str = "greedy"
+    time_limit: float = 10.0
+    seed: int = 0
+    mode: str = "full"
+    solve: bool = True
+    hardware: HardwareSpec | None = None
+
+    @classmethod
+    def from_dict(cls, options: dict[str, Any] | None) -> Options:
+        options = dict(options or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise SolverError(f"spyreopt inductor options: unknown {unknown}; known: {sorted(known)}")
+        opts = cls(**options)
+        if opts.mode not in MODES:
+            raise SolverError(f"spyreopt inductor options: mode {opts.mode!r}; known: {list(MODES)}")
+        if opts.backend not in registry.names():
+            raise SolverError(f"spyreopt inductor options: unknown backend {opts.backend!r}; known: {registry.names()}")
+        if not opts.time_limit > 0:
+            raise SolverError(f"spyreopt inductor options: time_limit must be > 0, got {opts.time_limit}")
+        return opts
+
+
+@dataclass
+class CapturedGraph:
+    """One graph Inductor lowered: the spyreopt graph, its plan, and how they map back.
+
+    ``error`` is set when the hook failed (translation or solve) and says why; the
+    user's program compiled and ran regardless.
+    """
+
+    name: str
+    kind: str  # forward | backward | inference
+    options: Options
+    graph: Graph | None = None
+    plan: Plan | None = None
+    op_buffer: dict[str, str] = field(default_factory=dict)  # plan op -> Inductor buffer
+    counts: dict[str, int] = field(default_factory=dict)  # spyreopt ops by kind, plus "opaque"
+    opaque: dict[str, str] = field(default_factory=dict)  # Inductor buffer -> reason
+    notes: list[str] = field(default_factory=list)  # copies and device-memory reads added by the translation
+    matmuls: list = field(default_factory=list)  # translate.MatmulInfo
+    inductor_nodes: dict[str, int] = field(default_factory=dict)
+    capture_seconds: float = 0.0
+    solve_seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and (self.plan is not None or not self.options.solve)
+
+    def summary(self) -> str:
+        head = f"{self.name} [{self.kind}]"
+        if self.error:
+            return f"{head}: FAILED: {self.error}"
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+        cost = f", predicted {self.plan.cost_us:.2f} us ({self.plan.status})" if self.plan else ""
+        return f"{head}: {counts}{cost}"
+
+
+_LOG: list[CapturedGraph] = []
+_LOCK = threading.Lock()
+
+
+def publish(record: CapturedGraph) -> None:
+    with _LOCK:
+        _LOG.append(record)
+
+
+def plans() -> list[CapturedGraph]:
+    """Every graph captured since the last ``clear()``, in capture order."""
+    with _LOCK:
+        return list(_LOG)
+
+
+def clear() -> None:
+    with _LOCK:
+        _LOG.clear()

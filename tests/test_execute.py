@@ -7,12 +7,12 @@ from functools import cache
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import spyreopt as so
 import spyreopt.hw
-from spyreopt.errors import GraphError, PlanError
+from spyreopt.errors import GraphError, InfeasibleError, PlanError
 from spyreopt.hw.execute import check_execution, execute, reference
 from spyreopt.hw.sim_fixed import plan_for
 from spyreopt.hw.sim_numpy import POINTWISE, random_inputs
@@ -21,6 +21,7 @@ from spyreopt.hw.simulator import simulate
 from spyreopt.model.candidates import OpCandidates
 from spyreopt.model.graph import POINTWISE_FNS
 from spyreopt.model.layout import _address
+from spyreopt.testing import strategies as sst
 
 # big_matmul at full size is 1.5 GB of float32: execute a scaled copy whose span limit
 # (256 KiB = half of A, as 256 MB is half of the full A) still forces the k split
@@ -170,3 +171,14 @@ def test_stick_encoding_round_trips(shape, data, eps):
     for index in [tuple(0 for _ in shape), tuple(d - 1 for d in shape), tuple(d // 2 for d in shape)]:
         addr = _address(index, tuple(shape), stick, elem, 128)
         assert rows[addr // 128, (addr % 128) // elem] == values[index]
+
+
+@settings(max_examples=25, deadline=None)
+@given(problem=sst.problems(max_ops=5, max_dim=192))
+def test_generated_problems_simulate_and_compute_the_reference(problem):
+    try:
+        p = so.solve(problem, backend="greedy", time_limit=1)
+    except InfeasibleError:
+        assume(False)
+    assert simulate(p).time_us > 0
+    check_execution(p)

@@ -156,7 +156,7 @@ def run_pipeline(jobs: list[CoreJob], m: Machine) -> PhaseResult:
                 p.read, p.reads = None, p.reads + 1
             if p.write is not None and p.write[0] <= 0.0 and p.write[1] <= EPS * max(p.wb, 1.0):
                 p.write, p.writes = None, p.writes + 1
-    result.time_ns = t
+    result.time_ns = float(t)
     return result
 
 
@@ -240,4 +240,4 @@ def run_ring(transfers: list[RingTransfer], m: Machine) -> float:
         latency = np.where(active & (latency > 0.0), np.maximum(latency - dt, 0.0), latency)
         left -= rates * dt
         active &= ~(flowing & (left <= EPS * np.maximum([t.nbytes for t in moves], 1.0)))
-    return t_now
+    return float(t_now)

@@ -217,17 +217,41 @@ class _Run:
         return self.m.vector_ns(sticks, s.op.attrs.get("fn", "copy"), len(s.op.inputs))
 
     # ---- one op ------------------------------------------------------------
-    def step(self, s: Step, t0: float) -> tuple[float, dict[str, float], float, float]:
-        hw, m = self.m.hw, self.m
+    def _write_output(self, s: Step) -> None:
         out = self.trace.tensor(s.op.output)
+        for c, box in s.layout.owner_boxes.items():
+            size = box_padded_bytes(box, s.layout.stick, out.elem_bytes, self.m.hw.stick_bytes)
+            hi = None if s.address is None else s.address + size
+            entry = Entry(f"tensor {out.name!r}", out.name, box, s.layout.stick, s.address, hi, s.free_step)
+            self.lx.write(c, entry, s.name, s.index)
+
+    def _psum(self, s: Step, k: int) -> float:
+        """Peers send their partial sums over the ring to the owner, which adds them."""
+        out, m = self.trace.tensor(s.op.output), self.m
+        transfers, adds = [], 0.0
+        for o, box in s.layout.owner_boxes.items():
+            nb, nq = self._sizes(out.name, box, s.layout.stick, box)  # partials sit contiguous
+            transfers += [RingTransfer(p, o, nb, nq) for p in s.peers(o) if p != o]
+            add = m.add_ns((k - 1) * nb // m.hw.stick_bytes)
+            self.busy[o] += add
+            adds = max(adds, add)
+        return run_ring(transfers, m) + adds
+
+    def _write_jobs(self, s: Step) -> dict[int, CoreJob]:
+        out = self.trace.tensor(s.op.output)
+        jobs = {}
+        for c, box in s.layout.owner_boxes.items():
+            wb, wq = self._sizes(out.name, box, s.layout.stick)
+            jobs[c] = CoreJob(c, write_bytes=wb, write_requests=wq)
+        return jobs
+
+    def step(self, s: Step, t0: float) -> tuple[float, dict[str, float], float, float]:
+        """Run op ``s`` from time ``t0`` (ns): its duration, phase times, device bytes read and written."""
+        m = self.m
         mv = self.operands(s)
         if "lx" in s.residency:
-            for c, box in s.layout.owner_boxes.items():
-                size = box_padded_bytes(box, s.layout.stick, out.elem_bytes, hw.stick_bytes)
-                hi = None if s.address is None else s.address + size
-                entry = Entry(f"tensor {out.name!r}", out.name, box, s.layout.stick, s.address, hi, s.free_step)
-                self.lx.write(c, entry, s.name, s.index)
-        for c in range(hw.cores):
+            self._write_output(s)
+        for c in range(m.hw.cores):
             self.occupancy[c].append((t0 * 1e-3, self.lx.used(c)))
         ns = dict.fromkeys(PHASES, 0.0)
         ns["relayout"] = run_ring(mv.ring, m)
@@ -235,11 +259,12 @@ class _Run:
         ns["restickify"] = sum(p.time_ns for p in staging)
         k = reduction_split(s.space, s.layout.division)
         writes = "hbm" in s.residency
+        out_jobs = self._write_jobs(s) if writes else {}
         jobs = []
         for c in range(s.cores):
             job = CoreJob(c, mv.main[c][0], mv.main[c][1], self.compute_ns(s, c))
-            if writes and k == 1 and c in s.layout.owner_boxes:
-                job.write_bytes, job.write_requests = self._sizes(out.name, s.layout.owner_boxes[c], s.layout.stick)
+            if k == 1 and c in out_jobs:  # a k-split writes after its partial sums are reduced
+                job.write_bytes, job.write_requests = out_jobs[c].write_bytes, out_jobs[c].write_requests
             jobs.append(job)
         phase = run_pipeline(jobs, m)
         comp = max(phase.compute_ns.values(), default=0.0)
@@ -249,25 +274,13 @@ class _Run:
         reads = phase.read_bytes + sum(p.read_bytes for p in staging)
         written = phase.write_bytes + sum(p.write_bytes for p in staging)
         if k > 1:
-            transfers, adds = [], 0.0
-            for o, box in s.layout.owner_boxes.items():
-                nb, nq = self._sizes(out.name, box, s.layout.stick, box)  # partials sit contiguous
-                transfers += [RingTransfer(p, o, nb, nq) for p in s.peers(o) if p != o]
-                add = m.add_ns((k - 1) * nb // hw.stick_bytes)
-                self.busy[o] += add
-                adds = max(adds, add)
-            ns["psum"] = run_ring(transfers, m) + adds
-            if writes:
-                wjobs = []
-                for c, box in s.layout.owner_boxes.items():
-                    wb, wq = self._sizes(out.name, box, s.layout.stick)
-                    wjobs.append(CoreJob(c, write_bytes=wb, write_requests=wq))
-                wphase = run_pipeline(wjobs, m)
-                ns["dma"] += wphase.time_ns
-                written += wphase.write_bytes
+            ns["psum"] = self._psum(s, k)
+            wphase = run_pipeline(list(out_jobs.values()), m)
+            ns["dma"] += wphase.time_ns
+            written += wphase.write_bytes
         if writes:
-            self.in_device.add(out.name)
-        ns["barrier"] = hw.barrier_ns
+            self.in_device.add(s.op.output)
+        ns["barrier"] = m.hw.barrier_ns
         return sum(ns.values()), ns, reads, written
 
 

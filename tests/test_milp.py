@@ -6,11 +6,13 @@ import dataclasses
 import itertools
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from spyreopt.errors import SolverError
+from spyreopt.formats.iopddl import load_iopddl
 from spyreopt.model.formulation import Edge, Formulation, Node, Placement, Solution
 from spyreopt.solvers import greedy, milp
 from spyreopt.solvers.addresses import place_assignment
@@ -247,3 +249,19 @@ def test_highs_prints_nothing():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("letter, best", [("B", 532_843), ("G", 217_039)])
+def test_iopddl_proven_optimal(letter, best):
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "shared"
+        / "benchmarks"
+        / "iopddl"
+        / f"asplos-2025-iopddl-{letter}.json.gz"
+    )
+    f = load_iopddl(path)
+    sol = milp.solve(f, time_limit=120, seed=0)
+    assert_valid(f, sol)
+    assert sol.status == "optimal" and sol.objective == sol.bound == best  # the contest's best is optimal

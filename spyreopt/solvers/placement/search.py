@@ -17,7 +17,9 @@ Pruning, checked per candidate in O(changed sections):
   have at its floor, as that buffer could drop into the gap below, which a
   sibling branch covers;
 - decomposition: when no unplaced buffer crosses a section boundary, the sides
-  are independent and are solved one after the other.
+  are independent and are solved one after the other;
+- symmetry: of two buffers with the same lifetime stacked directly one on the
+  other, only one order is searched.
 Static orders are tried in turn with doubling node budgets (restarts), so one
 unlucky order does not stall the search.
 
@@ -53,6 +55,26 @@ def search_place(
     return ("infeasible" if status == NOT_FOUND else "timeout"), None, stats
 
 
+def _twins(buffers: Sequence[Buffer]) -> list[list[int]]:
+    """For each buffer, the free buffers with its lifetime and alignment that it may not rest directly on.
+
+    Two such buffers stacked one directly on the other can swap places (every
+    other buffer overlaps both or neither in time), so only one order is
+    searched: bigger below, then lower index below. Sizes must be multiples of
+    the alignment, or the swap could misalign the upper one. The order agrees
+    with every static order's tie-break, so the preferred branch stays first.
+    """
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, b in enumerate(buffers):
+        if b.offset is None and b.size % b.alignment == 0:
+            groups.setdefault((b.lower, b.upper, b.alignment), []).append(i)
+    twins: list[list[int]] = [[] for _ in buffers]
+    for members in groups.values():
+        for i in members:
+            twins[i] = [j for j in members if (-buffers[j].size, j) > (-buffers[i].size, i)]
+    return twins
+
+
 class _CanonicalSearch:
     """Depth-first search over canonical placements; state is undone on backtrack."""
 
@@ -74,6 +96,7 @@ class _CanonicalSearch:
         self.attempts = 0
         self.budget = 0
         self.order = _ORDERS[0]
+        self.twins = _twins(buffers)
 
     def solve(self) -> int:
         """Round robin over the static orders with doubling node budgets, until one attempt ends."""
@@ -139,6 +162,8 @@ class _CanonicalSearch:
                 if is_fixed:
                     break  # a pre-placed buffer passed by can never be placed
                 continue
+            if any(offset[j] >= 0 and offset[j] + size[j] == c for j in self.twins[i]):
+                continue  # symmetric to placing i first, then its twin right on top
             status = self._place(members, lo, hi, rank, i, c, r)
             if status != NOT_FOUND or is_fixed:
                 return status

@@ -41,10 +41,11 @@ from ortools.sat.python import cp_model
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import BufferKey, Formulation, Solution
-from spyreopt.solvers.cpsat_model import Built, Reduction, build_model, memory_limit, reduce_formulation
+from spyreopt.solvers.cpsat_model import Built, Reduction, build_model, estimate_size, memory_limit, reduce_formulation
 
-DTIME_PER_SECOND = 0.4  # CP-SAT deterministic time per wall second measured on this class of model
-GREEDY_SHARE = 0.2  # share of the time limit the greedy warm start may use
+DTIME_PER_SECOND = 0.12  # CP-SAT deterministic time per wall second: 0.1-0.45 measured, placement models lowest
+WINDOW_COST = 1e-4  # deterministic-time charge per node and edge for building one LNS window (Python work)
+GREEDY_SHARE = 0.1  # share of the time limit the greedy warm start may use
 FULL_MODEL_SIZE_PER_SECOND = 4000  # variables + constraints the whole model may have per second of limit
 MIN_WINDOW = 8
 OPTIONS = {"lns", "log", "window"}
@@ -139,9 +140,14 @@ def _warm_start(f: Formulation, hint, time_limit: float, seed: int, stats: dict)
     except InfeasibleError as exc:
         stats["hint"] = f"greedy found no plan: {exc}"
         return None
-    stats["hint"] = "greedy"
+    assignment, offsets = tuple(sol.assignment), dict(sol.offsets)
+    bad = f.violations(assignment, offsets)
     stats["greedy_objective"] = sol.objective
-    return Incumbent(tuple(sol.assignment), dict(sol.offsets), f.evaluate(sol.assignment), "greedy-hint")
+    if bad:  # never trusted blindly: an invalid greedy plan only guides the search
+        stats["hint"] = f"greedy plan invalid, used only as a search hint: {bad[0]}"
+        return Incumbent(assignment, offsets, f.evaluate(assignment), "greedy-hint", valid=False)
+    stats["hint"] = "greedy"
+    return Incumbent(assignment, offsets, f.evaluate(assignment), "greedy-hint")
 
 
 def _mapped(f: Formulation, red: Reduction, warm: Incumbent | None, stats: dict) -> Incumbent | None:
@@ -169,7 +175,7 @@ class _Search:
         self.f, self.seed, self.workers, self.deadline, self.log = f, seed, workers, deadline, log
         self.wall_hit = False
 
-    def _solver(self, dtime: float, window: bool) -> cp_model.CpSolver:
+    def _solver(self, dtime: float) -> cp_model.CpSolver:
         s = cp_model.CpSolver()
         p = s.parameters
         p.num_workers = self.workers
@@ -177,16 +183,15 @@ class _Search:
         p.random_seed = self.seed
         p.max_deterministic_time = max(dtime, 0.01)
         p.linearization_level = 2  # the LP of the pair links is what proves IOPDDL-like instances
-        if window:  # probing in presolve can eat a window's whole budget before the hint is even tried
-            p.cp_model_probing_level = 0
+        p.cp_model_probing_level = 0  # probing in presolve can eat a whole budget before the hint is tried
         p.max_time_in_seconds = max(self.deadline - time.perf_counter(), 0.05)
         p.log_search_progress = self.log
         return s
 
-    def _solve(self, built: Built, dtime: float, hint: Incumbent | None, fixed=None, window: bool = False):
+    def _solve(self, built: Built, dtime: float, hint: Incumbent | None, fixed=None):
         if hint is not None:
             built.hint(self.f, hint.assignment, hint.offsets)
-        solver = self._solver(dtime, window)
+        solver = self._solver(dtime)
         code = solver.solve(built.model)
         if code == cp_model.MODEL_INVALID:
             raise SolverError(f"cpsat: invalid model: {built.model.validate()}")
@@ -204,30 +209,35 @@ class _Search:
     def run(
         self, red: Reduction, incumbent: Incumbent | None, guide: Incumbent | None, budget: float, lns, window
     ) -> Run:
-        try:
-            built = build_model(self.f, red)
-            capped = False
-        except OverflowError:
-            built, capped = build_model(self.f, red, cap=_cap(self.f)), True
-        size = len(built.model.proto.variables) + len(built.model.proto.constraints)
-        stats = {
-            "variables": len(built.model.proto.variables),
-            "constraints": len(built.model.proto.constraints),
-            **built.counts,
-            "objective_capped": capped,
-        }
+        size = estimate_size(self.f, red)
         limit_size = FULL_MODEL_SIZE_PER_SECOND * budget / DTIME_PER_SECOND
         use_lns = lns is True or (lns == "auto" and size > limit_size and incumbent is not None)
         if use_lns and incumbent is None:
             raise SolverError("cpsat: lns needs a valid warm start (hint or greedy plan)")
+        stats: dict = {"full_model_estimate": size}
         if use_lns:
-            result = self._lns(red, incumbent, budget, window or 0, capped, stats)
+            result = self._lns(red, incumbent, budget, window or 0, stats)
         else:
-            result = self._full(built, guide, budget, capped, stats)
+            built = self._build(red, None)
+            stats.update(
+                variables=len(built.model.proto.variables),
+                constraints=len(built.model.proto.constraints),
+                objective_capped=built.capped,
+                **built.counts,
+            )
+            result = self._full(built, guide, budget, stats)
         result.stats["wall_limit_hit"] = self.wall_hit
         return result
 
-    def _full(self, built: Built, guide: Incumbent | None, budget: float, capped: bool, stats: dict) -> Run:
+    def _build(self, red: Reduction, pinned: dict | None) -> Built:
+        """The model; with every cost excess capped when the exact objective would leave int64."""
+        try:
+            return build_model(self.f, red, fixed_offsets=pinned)
+        except OverflowError:
+            return build_model(self.f, red, fixed_offsets=pinned, cap=_cap(self.f))
+
+    def _full(self, built: Built, guide: Incumbent | None, budget: float, stats: dict) -> Run:
+        capped = built.capped
         code, solver, found = self._solve(built, budget, guide)
         stats.update(mode="full", cpsat_status=solver.status_name(code), deterministic_time=solver.deterministic_time)
         if code == cp_model.INFEASIBLE:
@@ -239,14 +249,13 @@ class _Search:
         status = "optimal" if code == cp_model.OPTIMAL and not capped else ("timeout" if found else "unknown")
         return Run(found, status, bound, stats)
 
-    def _lns(self, red: Reduction, incumbent: Incumbent, budget: float, window: int, capped: bool, stats) -> Run:
+    def _lns(self, red: Reduction, incumbent: Incumbent, budget: float, window: int, stats: dict) -> Run:
         f = self.f
         n = len(f.nodes)
         windows = _Windows(f, red)
         width = min(n, window or max(MIN_WINDOW, n // 10))
-        per_window = max(budget / 40, 0.05)
-        spent, count, improved, status, bound = 0.0, 0, 0, "timeout", None
-        cap = _cap(f) if capped else None
+        per_window = max(budget / 12, 0.05)
+        spent, count, improved, status, bound, largest = 0.0, 0, 0, "timeout", None, 0
         while spent < budget and time.perf_counter() < self.deadline:
             chosen = windows.next(width, incumbent)
             masks = [
@@ -257,24 +266,35 @@ class _Search:
             if sub.conflict:
                 sub = reduce_formulation(f, masks, forbid_huge=False)
             pinned = _pinned(f, chosen, incumbent)
-            built = build_model(f, sub, fixed_offsets=pinned, cap=cap)
+            built = self._build(sub, pinned)
+            largest = max(largest, len(built.model.proto.variables) + len(built.model.proto.constraints))
             dtime = min(per_window, budget - spent)
             mapped = tuple(sub.map_assignment(incumbent.assignment))  # the window's own dominance
             guide = Incumbent(mapped, incumbent.offsets, incumbent.objective, incumbent.source)
-            code, solver, found = self._solve(built, dtime, guide, pinned, window=True)
-            spent += max(solver.deterministic_time, 0.01)
+            code, solver, found = self._solve(built, dtime, guide, pinned)
+            spent += max(solver.deterministic_time, 0.01) + WINDOW_COST * (n + len(f.edges))
             count += 1
-            if found is not None and found.objective < incumbent.objective:
+            gained = found is not None and found.objective < incumbent.objective
+            if gained:
                 incumbent, improved = found, improved + 1
                 windows.rank = 0
-            if len(chosen) == n and code == cp_model.OPTIMAL and not capped:
+            if len(chosen) == n and code == cp_model.OPTIMAL and not built.capped:
                 status, bound = "optimal", incumbent.objective
                 break
             if code == cp_model.OPTIMAL and solver.deterministic_time < dtime / 2:
                 width = min(n, int(width * 1.25) + 1)
-            elif code != cp_model.OPTIMAL:
+            elif code != cp_model.OPTIMAL and not gained:
                 width = max(MIN_WINDOW, int(width * 0.8))
-        stats.update(mode="lns", windows=count, improvements=improved, final_window=width, deterministic_time=spent)
+        if spent < budget and status != "optimal":
+            self.wall_hit = True  # stopped by the clock, not by the deterministic budget
+        stats.update(
+            mode="lns",
+            windows=count,
+            improvements=improved,
+            final_window=width,
+            largest_window_model=largest,
+            deterministic_time=spent,
+        )
         if incumbent.source != "cpsat":
             return Run(None, status, bound, stats)
         return Run(incumbent, status, bound, stats)

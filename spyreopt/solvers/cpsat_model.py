@@ -150,8 +150,11 @@ def _effective(red: Reduction, f: Formulation, k: int) -> np.ndarray:
     return red.allowed[k] & red.masks[e.u][:, None] & red.masks[e.v][None, :]
 
 
-def _arc_consistency(f: Formulation, red: Reduction, start) -> str | None:
-    """Drop candidates without an allowed pair on some edge; a conflict message if a domain empties."""
+def _arc_consistency(f: Formulation, red: Reduction, start, changed: set[int] | None = None) -> str | None:
+    """Drop candidates without an allowed pair on some edge; a conflict message if a domain empties.
+
+    Nodes whose domain shrank are added to ``changed`` when given.
+    """
     queue = deque(sorted({k for i in start for k in f.incident_edges(i)}))
     queued = set(queue)
     while queue:
@@ -169,6 +172,8 @@ def _arc_consistency(f: Formulation, red: Reduction, start) -> str | None:
                 continue
             red.counts["unsupported"] += removed
             red.masks[i] = new
+            if changed is not None:
+                changed.add(i)
             if not new.any():
                 return (
                     f"node {i} ({f.nodes[i].name}): no candidate has an allowed pair on edge {k} "
@@ -319,12 +324,11 @@ def _prune_dominated(f: Formulation, red: Reduction, memory: bool) -> str | None
             red.replaced[i][int(rows[t])] = int(rows[s])
             red.counts["merged" if equal[s, t] else "dominated"] += 1
         red.masks[i][rows[dropped]] = False
-        before = [m.sum() for m in red.masks]
-        conflict = _arc_consistency(f, red, [i])
+        changed = {i}
+        conflict = _arc_consistency(f, red, [i], changed)
         if conflict:
             return conflict
-        changed = [i] + [j for j, m in enumerate(red.masks) if m.sum() != before[j]]
-        for j in changed:
+        for j in sorted(changed):
             for nb in neighbours[j]:
                 if nb not in queued:
                     queued.add(nb)
@@ -333,6 +337,16 @@ def _prune_dominated(f: Formulation, red: Reduction, memory: bool) -> str | None
 
 
 # ============================================================================ model
+def estimate_size(f: Formulation, red: Reduction) -> int:
+    """Variables plus constraints of the whole model, without building it (dense links assumed)."""
+    size = sum(int(m.sum()) for m in red.masks) + len(f.nodes)
+    for k, e in enumerate(f.edges):
+        du, dv = int(red.masks[e.u].sum()), int(red.masks[e.v].sum())
+        if e.u != e.v and du > 1 and dv > 1:
+            size += int(_effective(red, f, k).sum()) + du + dv
+    return size
+
+
 @dataclass
 class Built:
     """A CP-SAT model of a reduced Formulation and the maps back to the Formulation."""
@@ -564,6 +578,8 @@ def _edge(m, f, red, k, x, node_w, objective, alt_lin, parts, memory, cap):
             use = {(int(s), int(s)): int(e.usages[s, s]) for s in d if e.usages[s, s] > 0}
         return {}, {p: lits[p] for p in use}, use, 0
 
+    if len(du) == 1 or len(dv) == 1:
+        return _edge_unary(f, red, k, x, node_w, objective, alt_lin, parts, memory, cap)
     ok = red.allowed[k][np.ix_(du, dv)]
     cost = e.costs[np.ix_(du, dv)]
     base = int(cost[ok].min())
@@ -621,6 +637,44 @@ def _edge(m, f, red, k, x, node_w, objective, alt_lin, parts, memory, cap):
             alt_lin[t][alt].add(lit, pres[a, b])
     use = {key: int(usage[a, b]) for (a, b), key in zip(zip(*np.nonzero(need)), every) if usage[a, b] > 0}
     return new, every, use, links
+
+
+def _edge_unary(f, red, k, x, node_w, objective, alt_lin, parts, memory, cap):
+    """An edge with a fixed end is a unary term on the other end: its pair literal is that end's literal."""
+    e = f.edges[k]
+    du, dv = red.domain(e.u), red.domain(e.v)
+    if len(du) == 1:
+        owner, own = e.v, dv
+        keys = [(int(du[0]), int(b)) for b in dv]
+
+        def row(table):
+            return table[du[0], dv]
+    else:
+        owner, own = e.u, du
+        keys = [(int(a), int(dv[0])) for a in du]
+
+        def row(table):
+            return table[du, dv[0]]
+
+    lits = [x[owner][int(s)] for s in own]
+    cost = row(e.costs)
+    base = int(cost.min())
+    objective.const += base
+    cost = cost - base if cap is None else np.minimum(cost - base, cap)
+    weights = node_w[owner]
+    for s, c in zip(own.tolist(), cost.tolist()):
+        weights[s] += c
+    for t, alt, table in parts:
+        for lit, c in zip(lits, row(table).tolist()):
+            alt_lin[t][alt].add(lit, c)
+    use: dict[tuple[int, int], int] = {}
+    every: dict[tuple[int, int], object] = {}
+    if memory and e.usages is not None and _live(e.interval):
+        for key, lit, size in zip(keys, lits, row(e.usages).tolist()):
+            if size > 0:
+                use[key] = size
+                every[key] = lit
+    return {}, every, use, 0
 
 
 def _link_dense(m, xu, xv, du, dv, new) -> int:

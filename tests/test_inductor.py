@@ -18,7 +18,7 @@ from torch._inductor.graph import GraphLowering  # noqa: E402
 
 import spyreopt.integrations.inductor as si  # noqa: E402
 from spyreopt.errors import SolverError  # noqa: E402
-from spyreopt.integrations.inductor import hook  # noqa: E402
+from spyreopt.integrations.inductor import examples, hook  # noqa: E402
 from spyreopt.integrations.inductor.groups import Dim, Read, group_loop, var_cuts  # noqa: E402
 
 ANALYSIS = {"mode": "analysis", "backend": "greedy", "time_limit": 5}
@@ -35,40 +35,8 @@ def fresh():
 
 
 # ---- models -----------------------------------------------------------------------
-class SwiGLU(nn.Module):
-    def __init__(self, d: int = 64, ff: int = 128):
-        super().__init__()
-        self.gate, self.up, self.down = (
-            nn.Linear(d, ff, bias=False),
-            nn.Linear(d, ff, bias=False),
-            nn.Linear(ff, d, bias=False),
-        )
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
-
-
-class Block(nn.Module):
-    """A pre-norm transformer block: causal attention with separate q/k/v projections and a GELU MLP."""
-
-    def __init__(self, d: int = 64, heads: int = 4, ff: int = 128):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
-        self.mlp = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
-
-    def forward(self, x):
-        b, s, d = x.shape
-        h = self.ln1(x)
-        q, k, v = (p(h).view(b, s, self.heads, d // self.heads).transpose(1, 2) for p in (self.q, self.k, self.v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.o(a.transpose(1, 2).reshape(b, s, d))
-        return x + self.mlp(self.ln2(x))
-
-
 def mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 32))
+    return examples.MLP(64, 128, 32)
 
 
 # ---- helpers ----------------------------------------------------------------------
@@ -129,10 +97,21 @@ def test_mlp_matmuls_bias_and_gelu():
 
 
 def test_swiglu_on_tokens_keeps_token_dims_flat():
-    (r,) = run(SwiGLU(), torch.randn(2, 16, 64))
+    (r,) = run(examples.SwiGLU(64, 128), torch.randn(2, 16, 64))
     check(r)
     assert mnk([r]) == [(1, 32, 64, 128), (1, 32, 128, 64), (1, 32, 128, 64)]
     assert r.notes == [] and "reshape" not in r.counts  # (2, 16) tokens need no copy between the matmuls
+
+
+def test_unit_batch_dims_translate_without_opaque_ops():
+    (r,) = run(examples.SwiGLU(64, 128), torch.randn(1, 16, 64))
+    check(r)
+    assert r.counts["opaque"] == 0 and mnk([r]) == [(1, 16, 64, 128), (1, 16, 128, 64), (1, 16, 128, 64)]
+    si.clear()
+    torch._dynamo.reset()
+    (r,) = run(lambda a, b: torch.bmm(a, b).relu(), torch.randn(1, 16, 32), torch.randn(1, 32, 8))
+    check(r)
+    assert r.counts["opaque"] == 0 and mnk([r]) == [(1, 16, 8, 32)]
 
 
 def test_softmax_fp16_keeps_fp32_intermediates():
@@ -169,7 +148,7 @@ def test_sdpa_becomes_matmuls_and_softmax(causal):
 
 
 def test_transformer_block_training_step_captures_forward_and_backward():
-    records = train_step(Block(), torch.randn(2, 16, 64))
+    records = train_step(examples.Block(), torch.randn(2, 16, 64))
     assert sorted(r.kind for r in records) == ["backward", "forward"]
     for r in records:
         check(r)

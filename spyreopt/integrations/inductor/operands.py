@@ -103,12 +103,13 @@ class Builder:
         return self._reshape(info, rd, gp, target)
 
     def _view(self, info: TInfo, rd: Read, gp: Grouping, target: list[int]) -> str | None:
-        """The tensor or a permutation of it, if its dims right-align with ``target``."""
+        """The tensor or a permutation of it, if its dims right-align with ``target`` (unit dims
+        of the tensor fill the positions it broadcasts over, and any extra leading positions)."""
         n, r = len(target), len(info.dims)
         pos = {g: p for p, g in enumerate(target)}
         idx = info.dim_index()
         want = {idx[k]: pos[g] for k, g in dims_to_groups(gp, rd).items()}
-        if r > n or any(p < n - r for p in want.values()):
+        if any(p < n - r for p in want.values()):
             return None
         free = [d for d in range(r) if d not in want]
         at = {p: d for d, p in want.items()}

@@ -170,12 +170,16 @@ class Translator(Builder):
         """Record where the dims of the op's output (groups ``target``) live in the buffer's storage."""
         shape = self.g.tensors[tensor].shape
         want = tuple(1 if p in reduced else gp.size(g) for p, g in enumerate(target))
-        if shape != want:
+        d = len(shape) - len(want)  # right-aligned broadcasting adds or drops leading unit dims
+        k = min(len(shape), len(want))
+        extra = shape[:d] if d > 0 else want[:-d]
+        if shape[len(shape) - k :] != want[len(want) - k :] or any(z != 1 for z in extra):
             raise Unsupported(f"translated to shape {shape}, but the loop has {want}")
-        strides = [
-            None if p in reduced else (iv[0] if (iv := gp.interval(g, out_coeffs)) else None)
-            for p, g in enumerate(target)
-        ]
+        strides = []
+        for q in range(len(shape)):
+            p = q - d
+            iv = gp.interval(target[p], out_coeffs) if p >= 0 and p not in reduced else None
+            strides.append(iv[0] if iv else None)
         self.t[self.current] = TInfo(tensor, out_dims(shape, strides), False, self.current, dtype)
 
     # ---- computed buffers ------------------------------------------------------
@@ -280,9 +284,15 @@ class Translator(Builder):
         else:
             src_dtype = acc.planned_dtype(data.src_dtype) or dtype
             x = self.op(f"{self.current}.pre", "pointwise", prologue or _pointwise_fn(body.ops), *ops, dtype=src_dtype)
-        dims = [p for p, g in enumerate(target) if kinds[gp.kind_var(g)] == "r"]
+        lead = len(target) - len(self.g.tensors[x].shape)
+        dims = [p - lead for p, g in enumerate(target) if kinds[gp.kind_var(g)] == "r" and p >= lead]
         self._register(
-            self.op(self.current, "reduce", fn, x, dims, dtype=dtype), gp, target, out_coeffs, set(dims), dtype
+            self.op(self.current, "reduce", fn, x, dims, dtype=dtype),
+            gp,
+            target,
+            out_coeffs,
+            {p + lead for p in dims},
+            dtype,
         )
 
     # ---- matmuls -----------------------------------------------------------------
@@ -406,13 +416,27 @@ def _reduce_kind(data: ir.Reduction) -> tuple[str, str | None]:
 
 
 def _reduction_order(ranges: tuple[int, ...], rranges: tuple[int, ...], primary: Read | None) -> list[int]:
-    """Loop variable order: each reduced variable takes the place of a size-1 output dim (outermost
-    first), so the reduce keeps Inductor's output shape; the rest go last."""
+    """Loop variable order for a reduction: each reduced variable (outermost first) takes the
+    size-1 output dim (keepdim slot) that keeps the primary read's strides descending, so the
+    reduce keeps Inductor's output shape and reads its operand without a transpose; a variable
+    that fits no slot goes last."""
     nx = len(ranges)
-    rorder = sorted(range(len(rranges)), key=lambda j: -(primary.coeffs[nx + j] if primary else 0))
-    placed = dict(zip([i for i, r in enumerate(ranges) if r == 1], rorder))
+    coeff = primary.coeffs if primary else (0,) * (nx + len(rranges))
+    slots = [i for i, r in enumerate(ranges) if r == 1]
+    placed: dict[int, int] = {}
+
+    def disorder(pos: int, c: int) -> int:
+        """Output variables on the wrong side of a reduced variable with stride ``c`` placed at ``pos``."""
+        return sum(1 for i in range(nx) if ranges[i] > 1 and (coeff[i] > c) != (i < pos))
+
+    for j in sorted(range(len(rranges)), key=lambda j: -coeff[nx + j]):
+        c = coeff[nx + j]
+        free = [i for i in slots if i not in placed]
+        best = min(free, key=lambda i: (disorder(i, c), -i), default=None)
+        if best is not None and disorder(best, c) <= disorder(nx, c):
+            placed[best] = j
     order = [nx + placed[i] if i in placed else i for i in range(nx)]
-    return order + [nx + j for j in rorder[len(placed) :]]
+    return order + [nx + j for j in range(len(rranges)) if j not in placed.values()]
 
 
 def _pointwise_fn(ops: list[str]) -> str:

@@ -4,6 +4,8 @@ relayouts and addresses for dataflow AI accelerators (IBM Spyre is the reference
 
 from spyreopt import workloads
 from spyreopt.api import solve
+from spyreopt.batch import solve_many
+from spyreopt.cache import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, InfeasibleError, PlanError, SolverError, SpyreoptError
 from spyreopt.hw.execute import check_execution, execute, reference
@@ -15,7 +17,7 @@ from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 
 __all__ = [
-    "Coefficients", "FormatError", "Formulation", "Graph", "GraphError", "HardwareSpec", "InfeasibleError",
+    "Coefficients", "FormatError", "PlanCache", "solve_many", "Formulation", "Graph", "GraphError", "HardwareSpec", "InfeasibleError",
     "Plan", "PlanError", "Problem", "SimResult", "SolverError", "SpyreoptError", "check_execution", "execute",
     "reference", "simulate", "solve", "workloads",
 ]  # fmt: skip

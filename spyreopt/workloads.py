@@ -105,7 +105,7 @@ def decode_proj(m: int = 8, k: int = 4096, n: int = 4096, dtype: str = "fp16") -
 
 def transformer_block(seq: int = 128, d_model: int = 256, heads: int = 4, d_ff: int = 512, dtype: str = "fp16") -> Graph:
     g = Graph("transformer_block")
-    x = g.input("x", (seq, d_model), dtype)
+    x = g.input("x", (1, seq, d_model), dtype)  # [1, S, E]: the heads' sum keeps a leading 1
     _block(g, x, seq, d_model, heads, d_ff, dtype, "")
     g.output(list(g.ops)[-1])
     return g
@@ -122,7 +122,7 @@ def _block(g: Graph, x: str, seq: int, d_model: int, heads: int, d_ff: int, dtyp
 def layer_stack(layers: int = 4, seq: int = 32, d_model: int = 256, heads: int = 4, d_ff: int = 512, dtype: str = "fp16") -> Graph:
     """A decode-like stack of identical transformer blocks (about 25 ops per layer)."""
     g = Graph(f"layer_stack_{layers}")
-    x = g.input("x", (seq, d_model), dtype)
+    x = g.input("x", (1, seq, d_model), dtype)  # every layer maps [1, S, E] to [1, S, E]
     for i in range(layers):
         x = _block(g, x, seq, d_model, heads, d_ff, dtype, f"l{i}.")
     g.output(x)

@@ -28,6 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--time-limit", type=float, default=10.0)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", help="write the plan JSON here")
+    s.add_argument("--cache", metavar="DIR", help="plan cache directory: reuse the plan of an identical problem")
+    s.add_argument("--decompose", choices=["layers"], help="solve each distinct repeated layer once")
     s.set_defaults(func=_solve)
 
 
@@ -40,8 +42,13 @@ def _workloads(args: argparse.Namespace) -> int:
 
 def _solve(args: argparse.Namespace) -> int:
     graph = load_graph(args.target)
-    plan = solve(graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed)
+    plan = solve(
+        graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache, decompose=args.decompose
+    )
     print(f"{graph.name}: {len(plan.ops)} ops")
+    cached = plan.stats.get("timing", {}).get("cache")
+    if cached:
+        print(f"plan cache {args.cache}: {'hit' if cached['hit'] else 'miss'}")
     print(plan.table())
     if args.out:
         Path(args.out).write_text(plan.to_json())

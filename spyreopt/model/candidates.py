@@ -177,9 +177,23 @@ class OpCandidates:
                 if lay is not None:
                     top = top or div.cores
                     group.append(lay)
-            group.sort(key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors))
-            kept.extend(group[:max_layouts])
+            # two rankings, so both kinds of good layout survive: fastest alone with every operand
+            # read from device memory (replication counted), and fastest compute (best when operands are on chip)
+            by_alone = sorted(group, key=lambda lay: (round(self._isolated_ns(lay), 6), lay.division.factors))
+            by_compute = sorted(group, key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors))
+            chosen = by_alone[:max_layouts]
+            chosen += [lay for lay in by_compute[: max(max_layouts // 2, 1)] if lay not in chosen]
+            kept.extend(chosen)
         return kept
+
+    def _isolated_ns(self, lay: Layout) -> float:
+        """The op's time with every operand read from device memory (replicated reads counted): a ranking key."""
+        reads = sum(
+            self.hbm_read_bytes(lay, j, lay.required[j] if lay.required[j] is not None else len(self.g.tensors[r.base].shape) - 1)
+            for j, r in enumerate(self.refs)
+        )
+        mem = cm.hbm_ns(self.coef, reads, lay.write_bytes)
+        return cm.overlap(self.coef, lay.compute_ns, mem) + lay.psum_ns
 
     def _layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
         hw, coef, space = self.hw, self.coef, self.space

@@ -43,6 +43,12 @@ def fixed_problem(plan: Plan) -> Problem:
 
 def check_plan(plan: Plan) -> None:
     prob = fixed_problem(plan)
+    names = [t.name for t in plan.tensors]
+    if len(set(names)) != len(names):
+        raise PlanError("plan: duplicate tensor entries")
+    missing = [o.output for o in prob.ops if o.output not in names]
+    if missing:
+        raise PlanError(f"plan: no decision for tensor(s) {missing}")
     base = [0] * len(prob.ops)
     for i, o in enumerate(prob.ops):
         p = plan.op(o.name)

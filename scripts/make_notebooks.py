@@ -1,0 +1,195 @@
+"""Write the notebooks in notebooks/ from the cell sources below (outputs cleared).
+
+Run: python scripts/make_notebooks.py  — CI executes them with nbmake.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat as nbf
+
+HERE = Path(__file__).resolve().parents[1] / "notebooks"
+
+NOTEBOOKS: dict[str, list[tuple[str, str]]] = {}
+
+
+def notebook(name: str, *cells: tuple[str, str]) -> None:
+    NOTEBOOKS[name] = list(cells)
+
+
+def md(text: str) -> tuple[str, str]:
+    return ("md", text.strip())
+
+
+def code(text: str) -> tuple[str, str]:
+    return ("code", text.strip())
+
+
+notebook(
+    "01_quickstart.ipynb",
+    md("""
+# Quick start: build a graph, plan it, look at it
+
+A graph is built op by op. `so.solve` compiles it into the solver-facing
+Formulation, runs a backend and returns a validated `Plan`.
+"""),
+    code("""
+%matplotlib inline
+import spyreopt as so
+
+g = so.Graph("mlp")
+x = g.input("x", (128, 256), dtype="fp16")
+h = g.pointwise("gelu", g.matmul(x, g.weight("w1", (256, 1024)), name="up"), name="gelu")
+g.output(g.matmul(h, g.weight("w2", (1024, 256)), name="down"))
+plan = so.solve(g, backend="cpsat", time_limit=10, seed=0)
+print(plan.table())
+"""),
+    md("Every hard constraint is re-checked independently of the solver, and the simulator gives its own verdict:"),
+    code("""
+plan.validate()
+sim = so.simulate(plan)
+print(f"predicted {plan.cost_us:.2f} µs, simulated {sim.time_us:.2f} µs")
+"""),
+    md("The main pictures: where each buffer sits in scratchpad over time, and where the time goes."),
+    code("""
+figs = plan.show()
+"""),
+    md("Plans round-trip through JSON exactly, and the same seed gives the same bytes:"),
+    code("""
+assert so.Plan.from_json(plan.to_json()) == plan
+assert so.solve(g, backend="cpsat", time_limit=10, seed=0).to_json() == plan.to_json()
+"""),
+)
+
+notebook(
+    "02_backends_and_optimality.ipynb",
+    md("""
+# Backends and optimality
+
+Greedy, simulated annealing, CP-SAT and MILP read the same Formulation. CP-SAT
+and MILP prove optimality (or report their bound and gap); the baselines `hbm`
+and `independent` show what co-optimisation buys.
+"""),
+    code("""
+%matplotlib inline
+import time
+import spyreopt as so
+from spyreopt import viz
+
+rows = []
+for name in ["softmax", "mlp", "swiglu", "sdpa", "layernorm"]:
+    g = so.workloads.get(name)
+    for backend in ["hbm", "independent", "greedy", "anneal", "cpsat", "milp"]:
+        start = time.perf_counter()
+        plan = so.solve(g, backend=backend, time_limit=5, seed=0)
+        rows.append({"workload": name, "backend": backend, "status": plan.status, "cost_us": plan.cost_us,
+                     "bound_us": plan.bound_us, "gap": plan.gap, "simulated_us": so.simulate(plan).time_us,
+                     "solve_s": time.perf_counter() - start})
+for r in rows:
+    gap = "-" if r["gap"] is None else f"{100 * r['gap']:.2f}%"
+    print(f"{r['workload']:10s} {r['backend']:12s} {r['status']:9s} {r['cost_us']:8.2f} µs  sim {r['simulated_us']:8.2f}  gap {gap:>7s}  {r['solve_s']:.2f} s")
+"""),
+    md("CP-SAT and MILP agree on every small kernel, and both prove it:"),
+    code("""
+for name in ["softmax", "mlp", "swiglu", "sdpa", "layernorm"]:
+    c = next(r for r in rows if r["workload"] == name and r["backend"] == "cpsat")
+    m = next(r for r in rows if r["workload"] == name and r["backend"] == "milp")
+    print(name, c["status"], m["status"], abs(c["cost_us"] - m["cost_us"]) < 1e-6)
+"""),
+    code("""
+fig = viz.backend_comparison(rows, metric="simulated_us", baseline="independent")
+"""),
+)
+
+notebook(
+    "03_scratchpad_story.ipynb",
+    md("""
+# The scratchpad story: softmax 512×1024
+
+Softmax decomposes into max, sub, exp, sum, div. Through device memory every op
+reads and writes the whole tensor; kept in scratchpad, only the input read and
+the output write remain. The Spyre compiler reports 32.51 → 23.67 µs from reuse alone.
+"""),
+    code("""
+%matplotlib inline
+import spyreopt as so
+from spyreopt import viz
+
+g = so.workloads.get("softmax", rows=512, cols=1024)
+plans = {b: so.solve(g, backend=b, time_limit=10) for b in ["hbm", "independent", "cpsat"]}
+for b, p in plans.items():
+    print(f"{b:12s} predicted {p.cost_us:7.2f} µs   simulated {so.simulate(p).time_us:7.2f} µs")
+"""),
+    md("Through device memory, the time is all memory traffic:"),
+    code("""
+fig = viz.cost_breakdown(plans["hbm"])
+"""),
+    md("Co-optimised, each intermediate stays on chip, reused in place by the next op with the same division:"),
+    code("""
+fig = viz.scratchpad_chart(plans["cpsat"])
+fig = viz.cost_breakdown(plans["cpsat"])
+print({e.mode for e in plans["cpsat"].edges})
+"""),
+    md("The simulator shows the scratchpad filling and emptying on every core:"),
+    code("""
+fig = viz.simulation_chart(so.simulate(plans["cpsat"]), plans["cpsat"])
+"""),
+)
+
+notebook(
+    "04_relayout_vs_spill.ipynb",
+    md("""
+# Relayout or spill?
+
+When a consumer slices a tensor differently from its producer, the data can be
+shuffled between cores on chip (a *relayout*: paid in time and in scratchpad for
+both copies) or round-tripped through device memory (a *spill*). A relayout is
+legal when the destination cores are a multiple of the source cores and each
+destination gathers at most 8 fragments.
+"""),
+    code("""
+%matplotlib inline
+import spyreopt as so
+from spyreopt import viz
+
+g = so.workloads.get("relayout")
+plan = so.solve(g, backend="cpsat", time_limit=10)
+print(plan.table())
+for e in plan.edges:
+    print(e.tensor, "->", e.consumer, e.mode, "fan-in", e.fan_in, "copy bytes/core", e.copy_bytes_per_core)
+"""),
+    md("The same graph without the relayout option (everything through device memory) is much slower:"),
+    code("""
+hbm = so.solve(g, backend="hbm")
+print(f"relayout plan {plan.cost_us:.1f} µs  vs  device-memory plan {hbm.cost_us:.1f} µs "
+      f"(simulated {so.simulate(plan).time_us:.1f} vs {so.simulate(hbm).time_us:.1f})")
+fig = viz.cost_breakdown(plan)
+"""),
+    md("""
+With a small scratchpad the copy no longer fits next to its source, and the
+planner chooses differently. Shrinking the planner's share of LX shows where
+the choice flips:
+"""),
+    code("""
+for fraction in [0.8, 0.1, 0.05, 0.02]:
+    hw = so.HardwareSpec(planner_fraction=fraction)
+    p = so.solve(g, backend="cpsat", time_limit=10, hardware=hw)
+    modes = sorted({e.mode for e in p.edges})
+    print(f"planner LX {hw.planner_lx_bytes:>8d} B/core: {p.cost_us:8.2f} µs, edges {modes}, residency {[o.residency for o in p.ops]}")
+"""),
+)
+
+
+def main() -> None:
+    HERE.mkdir(exist_ok=True)
+    for name, cells in NOTEBOOKS.items():
+        nb = nbf.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [nbf.v4.new_markdown_cell(src) if kind == "md" else nbf.v4.new_code_cell(src) for kind, src in cells]
+        nbf.write(nb, HERE / name)
+        print(f"wrote notebooks/{name}")
+
+
+if __name__ == "__main__":
+    main()

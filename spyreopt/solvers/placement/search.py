@@ -146,27 +146,38 @@ class _CanonicalSearch:
             return OUT_OF_NODES
         if self.nodes & 63 == 0 and time.monotonic() > self.deadline:
             return OUT_OF_TIME
-        offset, minoff, fixed, size, total = self.offset, self.minoff, self.fixed, self.size, self.total
-        cands = sorted((fixed[i] if fixed[i] >= 0 else minoff[i], rank[i], i) for i in members if offset[i] < 0)
-        if not cands:
+        offset, minoff, fixed, size = self.offset, self.minoff, self.fixed, self.size
+        cands = []
+        lowest_top = -1
+        for i in members:
+            if offset[i] >= 0:
+                continue
+            c = fixed[i]
+            if c < 0:
+                c = minoff[i]
+            elif c < cur or (c == cur and rank[i] < cur_rank):
+                return NOT_FOUND  # a pre-placed buffer passed by can never be placed
+            if c + size[i] < lowest_top or lowest_top < 0:
+                lowest_top = c + size[i]
+            if c >= cur:
+                cands.append((c, rank[i], i))
+        if lowest_top < 0:
             for i in members:
                 self.solution[i] = offset[i]
             return FOUND
-        lowest_top = min(c + size[i] for c, _, i in cands)
-        highest = self.capacity - max(total[lo:hi])
+        # Dominated at or above lowest_top; above `highest` some section's unplaced bytes cannot fit.
+        highest = min(self.capacity - max(self.total[lo:hi]), lowest_top - 1)
+        cands.sort()
         for c, r, i in cands:
-            if c >= lowest_top or c > highest:
-                break  # dominated, or some section's remaining bytes no longer fit
-            is_fixed = fixed[i] >= 0
-            if c < cur or (c == cur and r < cur_rank) or (is_fixed and minoff[i] > c):
-                if is_fixed:
-                    break  # a pre-placed buffer passed by can never be placed
+            if c > highest:
+                break
+            if c == cur and r < cur_rank:
                 continue
             if any(offset[j] >= 0 and offset[j] + size[j] == c for j in self.twins[i]):
                 continue  # symmetric to placing i first, then its twin right on top
             status = self._place(members, lo, hi, rank, i, c, r)
-            if status != NOT_FOUND or is_fixed:
-                return status
+            if status != NOT_FOUND or fixed[i] >= 0:
+                return status  # nothing can go below a pre-placed buffer once it is placed
         return NOT_FOUND
 
     def _place(self, members: list[int], lo: int, hi: int, rank: dict[int, int], i: int, c: int, r: int) -> int:

@@ -68,8 +68,8 @@ DEFAULTS = {
 # Nominal costs (seconds) that turn a time limit into rounds and steps. Fixed
 # numbers, never measured, so budgets are deterministic; set for a slow 2-core
 # machine so that derived budgets usually finish within the time limit.
-ROUND_SECONDS_PER_TERM = 2.5e-4  # one guide round, per unit plus pair of the unit graph
-LOOK_SECONDS = 5e-5  # one look at a unit (candidate vector + memory change)
+ROUND_SECONDS_PER_TERM = 3.5e-4  # one guide round, per unit plus pair of the unit graph
+LOOK_SECONDS = 8e-5  # one look at a unit (candidate vector + memory change)
 
 
 def solve(

@@ -11,9 +11,9 @@ candidate keeps live into cost, and prices follow projected subgradient steps
 labeling is repaired into a valid plan (free memory where cheapest per byte)
 and descended; the best valid plan seeds the annealer.
 
-Max terms are linearised at the current plan (the alternative that is the max
-there), so the MRF is only a guide: every plan is scored by the exact
-incremental state.
+A max term is not pairwise: the MRF takes the sum of its alternatives instead
+(an upper bound, so nothing costly looks free), and is only a guide: every
+plan is scored by the exact incremental state.
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from spyreopt.solvers.anneal_model import NEAR, CompiledModel
 from spyreopt.solvers.anneal_state import SearchState
 
 DECAY = 0.9  # price kept by a time step with room, per round
+DESCEND_WITHIN = 1.25  # descend only repaired plans within this factor of the best (the others rarely win)
 
 
 class PricedMRF:
     """The unit MRF with prices: unary vectors, pair tables, and TRW-S messages kept warm."""
 
-    def __init__(self, model: CompiledModel, anchor: np.ndarray):
+    def __init__(self, model: CompiledModel):
         m = self.m = model
         n = m.n
         self.base_unary = [np.minimum(m.unary[u] + NEAR * m.unary_bad[u], NEAR) for u in range(n)]
@@ -37,40 +38,45 @@ class PricedMRF:
         for p in m.pairs:
             cost = p.cost if p.bad is None else np.where(p.bad > 0, NEAR, p.cost)
             pair[(p.u, p.v)] = pair.get((p.u, p.v), 0.0) + cost
-        alt = m.alt_values(np.append(anchor, 0))
-        for js in m.term_alts:  # linearise each max term at the anchor
-            if not js:
-                continue
-            unary_parts, pair_parts = m.alts[js[int(np.argmax(alt[js]))]]
-            for w, vec in unary_parts:
-                self.base_unary[w] = self.base_unary[w] + vec
-            for a, b, table in pair_parts:
-                pair[(a, b)] = pair.get((a, b), 0.0) + table
+        for js in m.term_alts:  # a max term enters as the sum of its alternatives (never below the max)
+            for j in js:
+                unary_parts, pair_parts = m.alts[j]
+                for w, vec in unary_parts:
+                    self.base_unary[w] = self.base_unary[w] + vec
+                for a, b, table in pair_parts:
+                    pair[(a, b)] = pair.get((a, b), 0.0) + table
         self.pair_keys = sorted(pair)
-        self.tables = [pair[k] for k in self.pair_keys]
-        self.base_tables = [t.copy() for t in self.tables]
-        self.adj: list[list[tuple[int, int, bool]]] = [[] for _ in range(n)]  # (other, pair index, self is u)
+        self.base_tables = [pair[k] for k in self.pair_keys]
+        self.tables = list(self.base_tables)
+        self.tables_t = [np.ascontiguousarray(t.T) for t in self.tables]
+        # message 2k runs u -> v (over S_v), message 2k + 1 runs v -> u (over S_u), for pair k = (u, v)
+        self.msg = []
+        for u, v in self.pair_keys:
+            self.msg += [np.zeros(int(m.sizes[v])), np.zeros(int(m.sizes[u]))]
+        self.incoming: list[list[int]] = [[] for _ in range(n)]
+        self.sends: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(n)]  # (out, back, k, u is first)
         for k, (u, v) in enumerate(self.pair_keys):
-            self.adj[u].append((v, k, True))
-            self.adj[v].append((u, k, False))
-        # messages: msg[(k, True)] is u -> v over S_v; msg[(k, False)] is v -> u over S_u
-        self.msg = {}
-        for k, (u, v) in enumerate(self.pair_keys):
-            self.msg[(k, True)] = np.zeros(int(m.sizes[v]))
-            self.msg[(k, False)] = np.zeros(int(m.sizes[u]))
-        fwd = [sum(1 for o, _, _ in self.adj[u] if o > u) for u in range(n)]
-        bwd = [sum(1 for o, _, _ in self.adj[u] if o < u) for u in range(n)]
-        self.gamma = [1.0 / max(fwd[u], bwd[u], 1) for u in range(n)]
+            self.incoming[v].append(2 * k)
+            self.incoming[u].append(2 * k + 1)
+            self.sends[u].append((2 * k, 2 * k + 1, k, True))
+            self.sends[v].append((2 * k + 1, 2 * k, k, False))
+        self.forward = [[x for x in self.sends[u] if self._other(u, x) > u] for u in range(n)]
+        self.backward = [[x for x in self.sends[u] if self._other(u, x) < u] for u in range(n)]
+        self.gamma = [1.0 / max(len(self.forward[u]), len(self.backward[u]), 1) for u in range(n)]
         # memory pieces for prices: node pieces weigh a unary, edge pieces a pair table
         self.unit_pieces: list[list[tuple[np.ndarray, int, int]]] = [[] for _ in range(n)]
-        self.pair_pieces: list[list[tuple[np.ndarray, int, int]]] = [[] for _ in self.pair_keys]
-        index = {k: i for i, k in enumerate(self.pair_keys)}
+        self.pair_pieces: dict[int, list[tuple[np.ndarray, int, int]]] = {}
+        index = {key: k for k, key in enumerate(self.pair_keys)}
         for pc in m.pieces:
             if pc.v < 0:
                 self.unit_pieces[pc.u].append((pc.usage.astype(np.float64), pc.lo, pc.hi))
             elif (pc.u, pc.v) in index:
-                self.pair_pieces[index[(pc.u, pc.v)]].append((pc.usage.astype(np.float64), pc.lo, pc.hi))
+                self.pair_pieces.setdefault(index[(pc.u, pc.v)], []).append((pc.usage.astype(np.float64), pc.lo, pc.hi))
         self.unary = list(self.base_unary)
+
+    def _other(self, u: int, send: tuple[int, int, int, bool]) -> int:
+        a, b = self.pair_keys[send[2]]
+        return b if send[3] else a
 
     def set_prices(self, prices: np.ndarray) -> None:
         """Unary and pair costs plus price x bytes over each piece's interval."""
@@ -79,59 +85,41 @@ class PricedMRF:
             u + sum(use * (cum[hi] - cum[lo]) for use, lo, hi in pieces) if pieces else u
             for u, pieces in zip(self.base_unary, self.unit_pieces)
         ]
-        self.tables = [
-            t + sum(use * (cum[hi] - cum[lo]) for use, lo, hi in pieces) if pieces else t
-            for t, pieces in zip(self.base_tables, self.pair_pieces)
-        ]
+        for k, pieces in self.pair_pieces.items():
+            self.tables[k] = self.base_tables[k] + sum(use * (cum[hi] - cum[lo]) for use, lo, hi in pieces)
+            self.tables_t[k] = np.ascontiguousarray(self.tables[k].T)
 
-    def _belief(self, u: int) -> np.ndarray:
+    def _send(self, u: int, sends: list[tuple[int, int, int, bool]]) -> None:
+        if not sends:
+            return
+        msg = self.msg
         b = self.unary[u].copy()
-        for _, k, is_u in self.adj[u]:
-            b += self.msg[(k, not is_u)]
-        return b
-
-    def _send(self, u: int, forward: bool) -> None:
-        b = self.gamma[u] * self._belief(u)
-        for o, k, is_u in self.adj[u]:
-            if (o > u) != forward:
-                continue
-            table = self.tables[k] if is_u else self.tables[k].T
-            out = np.min((b - self.msg[(k, not is_u)])[:, None] + table, axis=0)
-            self.msg[(k, is_u)] = out - out.min()
+        for j in self.incoming[u]:
+            b += msg[j]
+        b *= self.gamma[u]
+        for out, back, k, first in sends:
+            table = self.tables[k] if first else self.tables_t[k]
+            best = ((b - msg[back])[:, None] + table).min(axis=0)
+            msg[out] = best - best.min()
 
     def sweep(self) -> None:
         """One forward and one backward TRW-S pass."""
-        n = self.m.n
-        for u in range(n):
-            self._send(u, True)
-        for u in range(n - 1, -1, -1):
-            self._send(u, False)
-
-    def lower_bound(self) -> float:
-        """A lower bound on the priced MRF's minimum, valid for any messages.
-
-        Messages reparametrise the energy without changing it (unary plus
-        incoming messages, pair table minus the two messages along it), and
-        the sum of the minima of the reparametrised terms is below the minimum
-        of their sum.
-        """
-        total = sum(float(self._belief(u).min()) for u in range(self.m.n))
-        for k, table in enumerate(self.tables):
-            total += float((table - self.msg[(k, True)][None, :] - self.msg[(k, False)][:, None]).min())
-        return total
+        for u in range(self.m.n):
+            self._send(u, self.forward[u])
+        for u in range(self.m.n - 1, -1, -1):
+            self._send(u, self.backward[u])
 
     def labeling(self) -> np.ndarray:
         """Forward pass: each unit's best candidate given earlier choices and later messages."""
-        n = self.m.n
-        x = np.zeros(n, dtype=np.int64)
-        for u in range(n):
+        x = np.zeros(self.m.n, dtype=np.int64)
+        for u in range(self.m.n):
             score = self.unary[u].copy()
-            for o, k, is_u in self.adj[u]:
+            for out, back, k, first in self.sends[u]:
+                o = self._other(u, (out, back, k, first))
                 if o < u:
-                    table = self.tables[k]
-                    score += table[:, x[o]] if is_u else table[x[o], :]
+                    score += self.tables[k][:, x[o]] if first else self.tables[k][x[o], :]
                 else:
-                    score += self.msg[(k, not is_u)]
+                    score += self.msg[back]
             x[u] = int(np.argmin(score))
         return x
 
@@ -181,19 +169,24 @@ def _covering_units(m: CompiledModel) -> list[list[int]]:
     return m._covering
 
 
-def descend(state: SearchState, movable: np.ndarray, passes: int = 3) -> None:
-    """Best single-unit moves (within memory) in index order until a pass changes nothing."""
-    for _ in range(passes):
-        changed = False
-        for u in movable:
-            lk = state.look(int(u))
-            masked = np.where(state.allowed(lk), lk.cost, np.inf)
-            s = int(np.argmin(masked))
-            if masked[s] < lk.cost[state.a[u]]:
-                state.apply(lk, s)
-                changed = True
-        if not changed:
-            return
+def descend(state: SearchState, movable: np.ndarray) -> None:
+    """Best single-unit moves (within memory) until none improves: every unit once, then the
+    neighbours of every unit that moved."""
+    m = state.m
+    queue = [int(u) for u in movable]
+    queued = set(queue)
+    while queue:
+        u = queue.pop(0)
+        queued.discard(u)
+        lk = state.look(u)
+        masked = np.where(state.allowed(lk), lk.cost, np.inf)
+        s = int(np.argmin(masked))
+        if masked[s] < lk.cost[state.a[u]]:
+            state.apply(lk, s)
+            for w in m.neighbours[u].tolist():
+                if w not in queued and m.sizes[w] > 1:
+                    queue.append(w)
+                    queued.add(w)
 
 
 def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, deadline: float, clock) -> dict:
@@ -210,11 +203,10 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
     best = state.assignment.copy()
     best_cost = state.cost
     best_round = -1
-    mrf = PricedMRF(m, best)
+    mrf = PricedMRF(m)
     limit = float(m.limit) if m.limit is not None else None
     prices = np.zeros(m.num_steps)
     base = abs(best_cost) / (limit * m.num_steps) if limit else 0.0
-    bound = -np.inf
     done = 0
     last = None
     cut = False
@@ -228,17 +220,16 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
         for _ in range(sweeps):
             mrf.sweep()
         labels = mrf.labeling()
-        bound = max(bound, mrf.lower_bound() - (0.0 if limit is None else float(prices.sum()) * limit))
         if last is not None and limit is None and np.array_equal(labels, last):
             break
         last = labels
         state.reset(labels)
         over = None if limit is None else state.prof > limit
-        if repair(state):
+        if repair(state) and state.cost <= DESCEND_WITHIN * best_cost:
             descend(state, movable)
             if state.cost < best_cost:
                 best, best_cost, best_round = state.assignment.copy(), state.cost, r
         if over is not None:
             prices = np.where(over, 2.0 * prices + base, DECAY * prices)
     state.reset(best)
-    return {"best": best, "cost": best_cost, "rounds": done, "best_round": best_round, "bound": bound, "cut": cut}
+    return {"best": best, "cost": best_cost, "rounds": done, "best_round": best_round, "cut": cut}

@@ -103,15 +103,19 @@ def test_swiglu_on_tokens_keeps_token_dims_flat():
     assert r.notes == [] and "reshape" not in r.counts  # (2, 16) tokens need no copy between the matmuls
 
 
-def test_unit_batch_dims_translate_without_opaque_ops():
+def test_batched_and_unit_batch_matmuls():
     (r,) = run(examples.SwiGLU(64, 128), torch.randn(1, 16, 64))
     check(r)
     assert r.counts["opaque"] == 0 and mnk([r]) == [(1, 16, 64, 128), (1, 16, 128, 64), (1, 16, 128, 64)]
-    si.clear()
-    torch._dynamo.reset()
-    (r,) = run(lambda a, b: torch.bmm(a, b).relu(), torch.randn(1, 16, 32), torch.randn(1, 32, 8))
-    check(r)
-    assert r.counts["opaque"] == 0 and mnk([r]) == [(1, 16, 8, 32)]
+    for b in (1, 4):
+        si.clear()
+        torch._dynamo.reset()
+        args = torch.randn(b, 16, 8), torch.randn(b, 16, 32), torch.randn(b, 32, 8)
+        (r,) = run(lambda c, x, y: torch.baddbmm(c, x, y).relu() + torch.bmm(x, y), *args)
+        check(r)
+        assert r.counts["opaque"] == 0 and mnk([r]) == [(b, 16, 8, 32)] * 2
+        out = r.graph.tensors[r.graph.outputs[0]].shape
+        assert math.prod(out) == b * 16 * 8
 
 
 def test_softmax_fp16_keeps_fp32_intermediates():

@@ -22,8 +22,8 @@ from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-from spyreopt.integrations.inductor.hook import AnalysisOnly, Session, active
-from spyreopt.integrations.inductor.records import CapturedGraph, Options, publish
+from spyreopt.integrations.inductor.hook import AnalysisOnly, Session, active, graph_kind
+from spyreopt.integrations.inductor.records import CapturedGraph, Options
 
 NAME = "spyreopt"
 
@@ -51,19 +51,11 @@ def _inner_compile(gm: torch.fx.GraphModule, example_inputs: list, *, session: S
             return compile_fx_inner(gm, example_inputs, **kwargs)
         except Exception as exc:  # noqa: BLE001 - analysis mode always runs the graph eagerly
             if not _is_analysis_stop(exc):
-                kind = (
-                    "backward"
-                    if kwargs.get("is_backward")
-                    else "inference"
-                    if kwargs.get("is_inference")
-                    else "forward"
-                )
+                kind = graph_kind(kwargs.get("is_backward", False), kwargs.get("is_inference", False))
                 record = CapturedGraph(f"-:{kind}:failed", kind, session.options)
                 record.error = f"Inductor failed before the capture point: {type(exc).__name__}: {exc}"
                 record.capture_seconds = time.perf_counter() - start
-                publish(record)
-                if session.sink is not None:
-                    session.sink.append(record)
+                session.report(record)
         return make_boxed_func(eager.forward)
 
 

@@ -42,7 +42,9 @@ class Session:
     _seen: set[int] = field(default_factory=set)
 
     def capture(self, lowering: GraphLowering) -> CapturedGraph:
-        record = CapturedGraph(_graph_name(lowering), _kind(lowering), self.options)
+        """Translate and plan one lowered graph; never raises (a failure is recorded with its reason)."""
+        kind = _kind(lowering)
+        record = CapturedGraph(f"{_compile_id()}:{kind}:{next(_counter)}", kind, self.options)
         start = time.perf_counter()
         try:
             tr = translate(lowering, record.name)
@@ -57,10 +59,13 @@ class Session:
                 record.error = "nothing to plan: the graph has no ops"
             else:
                 self._solve(record)
+        self.report(record)
+        return record
+
+    def report(self, record: CapturedGraph) -> None:
         publish(record)
         if self.sink is not None:
             self.sink.append(record)
-        return record
 
     def _solve(self, record: CapturedGraph) -> None:
         o = self.options
@@ -149,7 +154,8 @@ def capture(**options) -> Iterator[list[CapturedGraph]]:
     """Capture and plan every Inductor compile in this block, e.g. ``torch.compile(model)``.
 
     Yields the list that receives this block's records (they are also in ``plans()``).
-    Only full mode applies here: the code Inductor generates runs as usual.
+    Only full mode applies here: the code Inductor generates runs as usual. A backward graph
+    is compiled on the first ``backward()``: call it inside the block to capture it.
     """
     opts = Options.from_dict(options)
     if opts.mode != "full":
@@ -160,14 +166,19 @@ def capture(**options) -> Iterator[list[CapturedGraph]]:
 
 
 def _kind(lowering: GraphLowering) -> str:
-    if getattr(lowering, "is_backward", False):
-        return "backward"
-    return "inference" if getattr(lowering, "is_inference", False) else "forward"
+    return graph_kind(getattr(lowering, "is_backward", False), getattr(lowering, "is_inference", False))
 
 
-def _graph_name(lowering: GraphLowering) -> str:
-    compile_id = torch._guards.CompileContext.current_compile_id()
-    return f"{compile_id if compile_id is not None else '-'}:{_kind(lowering)}:{next(_counter)}"
+def graph_kind(is_backward: bool, is_inference: bool) -> str:
+    return "backward" if is_backward else "inference" if is_inference else "forward"
+
+
+def _compile_id() -> str:
+    try:
+        compile_id = torch._guards.CompileContext.current_compile_id()
+    except Exception:  # noqa: BLE001 - only a label
+        compile_id = None
+    return "-" if compile_id is None else str(compile_id)
 
 
 def _where(exc: BaseException) -> str:

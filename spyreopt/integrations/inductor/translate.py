@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from torch._inductor import ir
 
+from spyreopt.errors import GraphError
 from spyreopt.integrations.inductor import access as acc
 from spyreopt.integrations.inductor import attention
 from spyreopt.integrations.inductor.access import Unsupported
@@ -80,7 +81,7 @@ class Translator(Builder):
             mark = self._snapshot()
             try:
                 self._translate(node)
-            except Unsupported as exc:
+            except (Unsupported, GraphError) as exc:  # the node does not fit the model: it stays opaque
                 self._rollback(mark)
                 self._opaque(node, str(exc))
         for node in self.lw.graph_outputs:
@@ -331,7 +332,7 @@ class Translator(Builder):
         gk = [g for g in range(len(gp.groups)) if kinds[gp.kind_var(g)] == "k"]
         gn = [g for g in range(len(gp.groups)) if kinds[gp.kind_var(g)] == "n"]
         xa = self.operand(ia, reads[0], gp, 0, bm + gk)
-        xb = self.operand(ib, reads[1], gp, 1, bm + gk + gn)
+        xb = self.operand(ib, reads[1], gp, 1, bm[:-1] + gk + gn)  # bm[-1] is A's row dim; B broadcasts over the rest
         mm = self.op(f"{self.current}.mm" if bias is not None else self.current, "matmul", xa, xb, dtype=dtype)
         kernel = node.python_kernel_name
         self.matmuls.append(
@@ -383,7 +384,11 @@ class Translator(Builder):
             layout = getattr(buf, "layout", None)
             if not isinstance(layout, ir.Layout):
                 continue  # no data of its own (a multi-output kernel or a side effect)
-            size, stride = acc.ints(layout.size, "size"), acc.ints(layout.stride, "stride")
+            try:
+                size, stride = acc.ints(layout.size, "size"), acc.ints(layout.stride, "stride")
+            except Unsupported as exc:
+                self.opaque[self.current] = f"{reason}; no stand-in op: {exc}"
+                continue
             dtype = acc.stand_in_dtype(layout.dtype)
             src = self.g.input(self.fresh(f"{self.current}.opaque_in"), size or (1,), dtype)
             self.op(self.current, "pointwise", "copy", src, dtype=dtype)

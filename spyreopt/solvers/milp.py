@@ -30,7 +30,7 @@ from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import BufferSpec, Formulation, Solution
 from spyreopt.solvers import greedy
 from spyreopt.solvers.addresses import place_assignment
-from spyreopt.solvers.milp_model import MilpModel, reduce_domains
+from spyreopt.solvers.milp_model import MilpModel, ModelTimeout, reduce_domains
 from spyreopt.solvers.milp_run import RunResult, runner
 from spyreopt.solvers.placement import Buffer, place
 
@@ -47,7 +47,12 @@ def solve(
     incumbent = _incumbent(f, hint, time_limit, seed, stats)
     dom = reduce_domains(f, incumbent.objective if incumbent else None)
     stats["removed"] = dom.removed
-    model = MilpModel(f, dom) if dom.feasible else None
+    try:
+        model = MilpModel(f, dom, deadline=deadline) if dom.feasible else None
+    except ModelTimeout as exc:
+        stats["solver_status"] = f"not run: model build exceeded the time limit ({exc})"
+        result = RunResult(False, False, False, True, None, stats["solver_status"])
+        return _finish(f, incumbent, None, result, None, dom.floor, True, stats, start, deadline)
     if model is None or model.infeasible:
         empty = [f.nodes[i].name for i, ok in enumerate(dom.node_ok) if not ok.any()]
         reason = model.infeasible if model else f"no candidate left for node(s) {', '.join(empty[:5])}"

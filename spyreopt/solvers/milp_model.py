@@ -25,6 +25,7 @@ have, so the caller can still prove (or refuse to claim) optimality.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,12 +190,17 @@ class _Lin:
         return pulp.LpAffineExpression(self.terms)
 
 
+class ModelTimeout(Exception):
+    """Building the model did not finish before the deadline."""
+
+
 class MilpModel:
     """The PuLP problem of a Formulation over reduced domains, and the maps back to assignments."""
 
-    def __init__(self, f: Formulation, dom: Domains):
+    def __init__(self, f: Formulation, dom: Domains, deadline: float | None = None):
         self.f = f
         self.dom = dom
+        self.deadline = deadline
         self.prob = pulp.LpProblem(f.name.replace(" ", "_") or "problem", pulp.LpMinimize)
         self.cuts = 0
         self.infeasible: str | None = None  # why the model has no solution, when known before solving
@@ -221,6 +227,7 @@ class MilpModel:
         groups, self.of_edge = edge_groups(self.f)
         self.pair_lits: dict[GroupKey, dict[tuple[int, int], pulp.LpVariable | None]] = {}
         for (u, v), members in groups.items():
+            self._check_deadline()
             k = members[0]
             mask = _oriented(self.dom.pair_ok[k], self.of_edge[k][1])
             pairs = [(int(a), int(b)) for a, b in np.argwhere(mask)]
@@ -242,6 +249,11 @@ class MilpModel:
                         terms[self.x[end][s]] = -1.0
                         self._add(pulp.LpConstraint(pulp.LpAffineExpression(terms), rhs=0), f"{tag}_{u}_{v}_{s}")
             self.pair_lits[(u, v)] = lits
+
+    def _check_deadline(self) -> None:
+        """PuLP builds about 30k variables a second: a model that cannot be built in time is abandoned."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise ModelTimeout(f"built {len(self.prob.variables())} variables when the time limit ran out")
 
     def edge_pairs(self, k: int) -> list[tuple[int, int, pulp.LpVariable | None]]:
         """Edge k's remaining pairs (in its own orientation) with their literals."""

@@ -19,7 +19,7 @@ from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node,
 from spyreopt.solvers.reduce import reduce_formulation
 from spyreopt.testing.formulations import random_formulation
 
-BENCH = Path("/work/shared/benchmarks/iopddl")
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "iopddl"
 INSTANCES = sorted(BENCH.glob("*.json.gz"))
 BIG = 10**18
 

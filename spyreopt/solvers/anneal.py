@@ -100,15 +100,11 @@ def solve(
     scale = _temperature_scale(state, moves)
     run = _anneal(state, moves, budget, scale, opts, search_deadline)
 
-    best = [int(x) for x in units.expand(run["best"])]
-    offsets: dict = {}
-    spills = 0
-    if f.placement is not None:
-        best, offsets, spills = spill_until_placed(f, LocalView(f), best, deadline=deadline, seed=seed)
-    objective = f.evaluate(best)
+    plans = [run["best"]] + ([guided["best"]] if not np.array_equal(run["best"], guided["best"]) else [])
+    best, offsets, objective, spills = _place(f, [units.expand(p) for p in plans], deadline, seed)
     start_objective = f.evaluate(first.assignment)
-    kept_start = objective > start_objective
-    if kept_start:  # the placement repair made the annealed plan worse than where we began
+    kept_start = best is None or objective > start_objective
+    if kept_start:  # placement failed, or its repair made the plan worse than where we began
         best, offsets, objective = list(first.assignment), dict(first.offsets), start_objective
     elapsed = time.perf_counter() - start
     budget_done = not guided["cut"] and run["budget_done"]
@@ -118,7 +114,7 @@ def solve(
         "rounds": guided["rounds"],
         "rounds_budget": rounds,
         "best_round": guided["best_round"],
-        "guide_objective": guided["cost"],
+        "guide_cost": guided["cost"],
         "steps": run["steps"],
         "steps_budget": budget,
         "budget_done": budget_done,
@@ -131,8 +127,35 @@ def solve(
         "spills": spills,
         "kept_start": kept_start,
     }
-    message = "placement repair made the annealed plan worse; returned the start plan" if kept_start else ""
+    message = (
+        "placement failed or its repair made the annealed plan worse; returned the start plan" if kept_start else ""
+    )
     return Solution(tuple(best), offsets, status, objective, seconds=elapsed, stats=stats, message=message)
+
+
+def _place(f: Formulation, plans: list[np.ndarray], deadline: float, seed: int):
+    """Addresses for the best plan that places; plans are in increasing cost.
+
+    A plan whose placement fails is repaired by spilling (``spill_until_placed``);
+    the next plan is tried too when the repair spilled, and the cheapest
+    result wins. Returns (assignment, offsets, objective, spills), or Nones
+    when no plan could be placed.
+    """
+    found = (None, {}, None, 0)
+    for plan in plans:
+        a = [int(x) for x in plan]
+        if f.placement is None:
+            return a, {}, f.evaluate(a), 0
+        try:
+            a, offsets, spills = spill_until_placed(f, LocalView(f), a, deadline=deadline, seed=seed)
+        except RuntimeError:
+            continue
+        objective = f.evaluate(a)
+        if found[2] is None or objective < found[2]:
+            found = (a, offsets, objective, spills)
+        if spills == 0:
+            break
+    return found
 
 
 def _options(options: dict) -> dict:

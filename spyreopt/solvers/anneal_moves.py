@@ -1,16 +1,21 @@
 """The moves of the annealer, each evaluated incrementally on a SearchState.
 
-* ``single``: heat-bath choice of one node's candidate (a Metropolis step that
+Moves act on units (a node, or a chain of nodes whose candidates force each
+other, see ``anneal_reduce``):
+
+* ``single``: heat-bath choice of one unit's candidate (a Metropolis step that
   never wastes a proposal: the new candidate is drawn with probability
   proportional to exp(-cost / T) among those that keep the plan valid);
-* ``flood``: force one node to a different candidate, then greedily
+* ``flood``: force one unit to a different candidate, then greedily
   re-optimise its neighbours along edges, breadth first, a bounded number of
-  nodes; the compound change is accepted as a whole (Metropolis);
-* ``flip``: the same with the first node moved across residency (a candidate
+  units; the compound change is accepted as a whole (Metropolis);
+* ``flip``: the same with the first unit moved across residency (a candidate
   with memory to one without, or back);
 * ``pair``: move both ends of an edge jointly to a pair with a different
   table entry (e.g. a relayout instead of in-place use), chosen from the exact
-  joint table of the two nodes.
+  joint table of the two units;
+* ``window``: an LNS window: a tree of units re-solved exactly by dynamic
+  programming with the rest fixed.
 
 All random draws come from one seeded stream, so a run is a pure function of
 the formulation, the start and the seed.
@@ -195,15 +200,30 @@ class Moves:
         return self._finish(delta, temp)
 
     def window(self, temp: float) -> bool:
-        """Re-solve an induced tree of nodes exactly (dynamic programming) with the rest fixed.
+        """Re-solve a tree of units exactly (min-sum dynamic programming) with the rest fixed.
 
-        The tree grows breadth first from a random node, adding a neighbour only
-        when it links to exactly one node already in, so the window's edges form
-        a tree and min-sum DP is exact for the pair costs. Max terms spanning
-        several window edges and joint memory use are not in the DP; the exact
-        change is evaluated when the result is applied, as for any move.
+        Max terms spanning several window edges and the joint memory use are
+        not in the DP (each unit only keeps candidates that fit on their own);
+        the exact change is evaluated when the result is applied, as for any
+        compound move.
         """
-        s, m, r = self.s, self.m, self.r
+        s = self.s
+        order, parent = self._grow_tree()
+        if len(order) < 2:
+            return self.flood(temp)
+        pick = self._solve_tree(order, parent)
+        delta = 0.0
+        for i in order:
+            if pick[i] != s.a[i]:
+                delta += s.apply(s.look(i), pick[i], journal=True)
+        if not s.journal:
+            return False
+        return self._finish(delta, temp)
+
+    def _grow_tree(self) -> tuple[list[int], dict[int, int]]:
+        """Units reached from a random root, each added only when it links to exactly one unit
+        already in: the window's pair tables then form a tree."""
+        m, r = self.m, self.r
         root = int(self.movable[r.index(len(self.movable))])
         parent = {root: -1}
         order = [root]
@@ -220,21 +240,25 @@ class Moves:
             parent[j] = links[0]
             order.append(j)
             frontier.extend(int(t) for t in m.neighbours[j] if t not in parent)
-        if len(order) < 2:
-            return self.flood(temp)
+        return order, parent
+
+    def _solve_tree(self, order: list[int], parent: dict[int, int]) -> dict[int, int]:
+        """Best candidate of every window unit: leaves-first min-sum, then choices root-first."""
+        s = self.s
         a = s.a
+        children: dict[int, list[int]] = {i: [] for i in order}
+        for c in order[1:]:
+            children[parent[c]].append(c)
         unary = {}
         for i in order:
             lk = s.look(i)
-            u = lk.cost.copy()
-            bad = lk.bad.copy() if lk.bad is not None else None
-            for j in (parent[i], *[c for c in order if parent[c] == i]):
-                if j < 0:
-                    continue
-                _, cost, pb = self.dp_tables[(i, j)]
+            u = lk.cost.copy()  # minus the pair tables inside the window, which the DP adds back
+            bad = None if lk.bad is None else lk.bad.copy()
+            for j in children[i] + ([parent[i]] if parent[i] >= 0 else []):
+                _, cost, pair_bad = self.dp_tables[(i, j)]
                 u -= cost[:, a[j]]
                 if bad is not None:
-                    bad -= pb[:, a[j]]
+                    bad -= pair_bad[:, a[j]]
             ok = s.fits(lk)
             if bad is not None:
                 ok = (bad <= 0) if ok is None else ok & (bad <= 0)
@@ -248,13 +272,7 @@ class Moves:
             best = np.argmin(table, axis=1)
             choice_of[c] = best
             unary[p] = unary[p] + table[np.arange(len(best)), best]
-        pick = {root: int(np.argmin(unary[root]))}
+        pick = {order[0]: int(np.argmin(unary[order[0]]))}
         for c in order[1:]:
             pick[c] = int(choice_of[c][pick[parent[c]]])
-        delta = 0.0
-        for i in order:
-            if pick[i] != a[i]:
-                delta += s.apply(s.look(i), pick[i], journal=True)
-        if not s.journal:
-            return False
-        return self._finish(delta, temp)
+        return pick

@@ -146,3 +146,26 @@ def test_baselines_are_valid_and_behave_as_defined(name):
     assert ind.cost_us <= hbm.cost_us + 1e-9
     greedy = so.solve(g, backend="greedy")
     assert greedy.cost_us <= ind.cost_us + 1e-9
+
+
+def test_restickify_copy_is_sized_in_the_consumers_layout():
+    """Regression: a transposed read of a resident fp32 tensor; the copy's padding is in the new stick dim."""
+    g = so.Graph("repro")
+    a, b = g.input("a", (16, 128), "fp32"), g.input("b", (16, 128), "fp32")
+    h = g.pointwise("gelu", a, b, name="h")
+    g.output(g.matmul(g.transpose(h, name="h_t"), g.input("x", (16, 64), "fp32"), name="dw"))
+    g.output(g.reduce("sum", h, 0, name="db"))
+    for backend in ("greedy", "cpsat"):
+        plan = so.solve(g, backend=backend)
+        copies = [e for e in plan.edges if e.mode == "restickify"]
+        assert all(e.copy_bytes_per_core >= 128 * 16 // max(plan.op("dw").cores, 1) for e in copies)
+        so.simulate(plan)
+
+
+def test_some_ops_can_be_pinned():
+    g = so.workloads.get("mlp")
+    prob = Problem(g, fixed={"gelu": ((1, 1), 1, "hbm")})
+    i = prob.step["gelu"]
+    assert len(prob.candidates[i]) <= 2 and all(c.residency == "hbm" for c in prob.candidates[i])
+    plan = so.solve(prob, backend="greedy")
+    assert plan.op("gelu").cores == 1 and plan.op("gelu").residency == "hbm"

@@ -98,7 +98,8 @@ class Problem:
         max_layouts: int = 6,
         fixed: dict[str, tuple[tuple[int, ...], int, str]] | None = None,
     ):
-        """``fixed`` maps op name -> (factors, stick, residency): a one-candidate problem (to check a plan)."""
+        """``fixed`` maps op names -> (factors, stick, residency): those ops get exactly that one candidate
+        (all ops: the problem of a plan's decisions, to check it; some: pinned ops, e.g. opaque ones)."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
@@ -111,7 +112,7 @@ class Problem:
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.fixed = fixed
         self.cands = [
-            OpCandidates(graph, o, self.hw, self.coef, max_layouts, None if fixed is None else fixed[o.name][:2])
+            OpCandidates(graph, o, self.hw, self.coef, max_layouts, fixed[o.name][:2] if fixed and o.name in fixed else None)
             for o in self.ops
         ]
         for oc in self.cands:
@@ -163,7 +164,7 @@ class Problem:
         varying_reads = any(e.consumer == i for e in self.edges)
         capacity = self.hw.planner_lx_bytes
         res = ["hbm"] if not consumed else (["hbm", "lx+hbm"] if is_output else list(RESIDENCIES))
-        if self.fixed is not None:
+        if self.fixed and self.ops[i].name in self.fixed:
             want, name = self.fixed[self.ops[i].name][2], self.ops[i].name
             if want not in res:
                 why = "a graph output must be written to device memory" if is_output else "its output has no consumer"
@@ -233,8 +234,9 @@ class Problem:
         if cu.residency == "hbm":
             return PairInfo("hbm", restick_ps, read_ps, read, 0, restick, 0)
         ea = self.edge_analysis(e, cu.layout, cv.layout)
-        if restick:
-            return PairInfo("restickify", restick_ps, 0, 0, ea.copy_bytes, True, 0)
+        if restick:  # the copy is written in the consumer's stick layout: size it there
+            copy = cons.max_read_bytes(plan_v, e.operand, need)
+            return PairInfo("restickify", restick_ps, 0, 0, copy, True, 0)
         if ea.inplace:
             return PairInfo("inplace", 0, 0, 0, 0, False, 1)
         relayout_ps = cm.ps(ea.relayout_ns)

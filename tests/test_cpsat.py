@@ -117,7 +117,7 @@ def test_never_worse_than_greedy(seed):
         sol = cpsat.solve(f, time_limit=2, seed=seed, lns=lns)
         check_valid(f, sol)
         assert sol.objective <= g.objective
-        assert sol.bound is None or sol.bound <= sol.objective
+        assert sol.bound is not None and sol.bound <= sol.objective
 
 
 def test_returns_the_greedy_plan_when_cpsat_finds_nothing(monkeypatch):
@@ -220,6 +220,9 @@ def test_options_checked_and_registry():
     assert sol.status == "optimal" and sol.stats["backend"] == "cpsat"
     for key in ("variables", "constraints", "deterministic_time", "source"):
         assert key in sol.stats
+    free = cpsat.solve(f, time_limit=2, seed=0, deterministic=False)  # the wall clock only
+    check_valid(f, free)
+    assert free.objective == sol.objective
 
 
 @pytest.mark.slow

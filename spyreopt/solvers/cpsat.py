@@ -1,28 +1,43 @@
 """CP-SAT backend: the exact model of ``cpsat_model``, warm-started, deterministic, never worse than greedy.
 
 1. Warm start: the ``hint`` (a Solution or an assignment) or else the greedy
-   backend's plan, mapped through the dominance replacements (no worse, still
-   valid). It is the incumbent: whatever CP-SAT returns is kept only if it is
-   at least as good, otherwise the incumbent comes back with status
+   backend's plan, checked with ``Formulation.violations`` (an invalid one only
+   guides the search) and mapped through the dominance replacements (no worse,
+   still valid). It is the incumbent: whatever CP-SAT returns is kept only if
+   it is at least as good, otherwise the incumbent comes back with status
    ``"feasible"`` and ``stats["source"] == "greedy-hint"`` (or ``"hint"``).
+   Every variable of the model, auxiliary ones included, is hinted.
 2. Exact reductions and the model (``cpsat_model``). The sentinel rule (IOPDDL's
    1e18 costs) is exact when the reduced model is feasible; if CP-SAT proves it
    infeasible, the model is rebuilt without that rule and, if its objective
    would leave int64, with every cost excess capped (a surrogate objective:
    solutions are still evaluated exactly, but neither optimality nor a bound
    is claimed).
-3. Search. A model small enough for the time limit is solved whole. A larger
-   one is solved by large-neighbourhood search over the schedule: a window of
-   consecutive nodes (in interval order) keeps its candidates, every other node
-   is fixed to the incumbent, and buffers not live with the window keep their
-   addresses; windows slide by half their width, grow after a window is solved
-   to optimality and shrink after one times out. A window that covers every
-   node is the whole model, so "optimal" is still reported when proven.
+3. Search. A model whose estimated size (variables plus constraints) is at most
+   ``FULL_MODEL_SIZE_PER_SECOND`` (``..._PLACED`` with addresses) per second of
+   the limit is solved whole.
+   A larger one is solved by large-neighbourhood search: a window of nodes
+   keeps its candidates, every other node is fixed to the incumbent, and
+   buffers not live during the window keep their addresses. Windows alternate
+   between a slice of the schedule (nodes in interval order, sliding by half a
+   width) and the graph neighbourhood of a costly term of the incumbent (terms
+   by decreasing excess over their minimum); they grow after a window is solved
+   to optimality quickly and shrink after one times out without gain. A window
+   that covers every node is the whole model, so "optimal" is still reported
+   when proven. Whenever CP-SAT gives no bound (LNS, or no solution in time)
+   the bound reported is the sum of the cost terms' minima.
 4. Determinism: CP-SAT runs with ``num_workers=workers`` (``interleave_search``
    when more than one), ``random_seed=seed`` and a deterministic-time limit that
-   depends only on ``time_limit``; the wall-clock limit is a safety net at the
-   deadline, and ``stats["wall_limit_hit"]`` says when it (and not the
-   deterministic limit) stopped a search, the one case where a rerun may differ.
+   depends only on ``time_limit`` and on whether the model places addresses
+   (``DTIME_PER_SECOND``, ``DTIME_PER_SECOND_PLACED``; each LNS window is also
+   charged ``WINDOW_COST`` per node and edge for its Python work). The
+   wall-clock limit is a safety net at the deadline, and
+   ``stats["wall_limit_hit"]`` says when it (and not the deterministic budget)
+   stopped a search, the one case where a rerun may differ. The option
+   ``deterministic=False`` gives the search the whole wall-clock budget instead.
+5. Parameters: ``linearization_level=2`` (the LP of the pair links is what
+   proves IOPDDL-like instances) and no probing in presolve (it can spend a
+   whole budget before the hint is tried).
 
 The reported objective is always ``Formulation.evaluate`` of the returned
 assignment; the bound is CP-SAT's best objective bound in the Formulation's
@@ -41,14 +56,26 @@ from ortools.sat.python import cp_model
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import BufferKey, Formulation, Solution
-from spyreopt.solvers.cpsat_model import Built, Reduction, build_model, estimate_size, memory_limit, reduce_formulation
+from spyreopt.solvers.cpsat_model import (
+    Built,
+    Reduction,
+    build_model,
+    estimate_size,
+    memory_limit,
+    reduce_formulation,
+    term_minima_bound,
+)
 
-DTIME_PER_SECOND = 0.12  # CP-SAT deterministic time per wall second: 0.1-0.45 measured, placement models lowest
+# CP-SAT deterministic time per wall second, measured with one worker: about 0.19 on IOPDDL and Spyre stacks,
+# about 0.1 when the model has a NoOverlap2D placement; the values below leave a margin under the wall clock.
+DTIME_PER_SECOND = 0.16
+DTIME_PER_SECOND_PLACED = 0.09
 WINDOW_COST = 1e-4  # deterministic-time charge per node and edge for building one LNS window (Python work)
 GREEDY_SHARE = 0.1  # share of the time limit the greedy warm start may use
 FULL_MODEL_SIZE_PER_SECOND = 4000  # variables + constraints the whole model may have per second of limit
+FULL_MODEL_SIZE_PER_SECOND_PLACED = 1000  # with addresses: a 73k placed model gained nothing whole in 60 s
 MIN_WINDOW = 8
-OPTIONS = {"lns", "log", "window"}
+OPTIONS = {"deterministic", "lns", "log", "window"}
 
 
 @dataclass
@@ -97,8 +124,11 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
     incumbent = _mapped(f, red, warm, stats)
     guide = incumbent or warm
 
-    budget = DTIME_PER_SECOND * time_limit * (1 - GREEDY_SHARE)
-    search = _Search(f, seed, workers, deadline, bool(options.get("log", False)), stats)
+    rate = DTIME_PER_SECOND_PLACED if f.placement is not None else DTIME_PER_SECOND
+    if not options.get("deterministic", True):  # the whole wall-clock budget, at the price of run-to-run differences
+        rate = math.inf
+    budget = rate * time_limit * (1 - GREEDY_SHARE)
+    search = _Search(f, seed, workers, deadline, bool(options.get("log", False)), rate)
     run = search.run(red, incumbent, guide, budget, lns, options.get("window"))
     if run.status == "infeasible" and red.threshold is not None:
         stats["sentinel_rule"] = "dropped: the model without sentinel entries is infeasible"
@@ -106,6 +136,9 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
         incumbent = _mapped(f, red, warm, stats)
         run = search.run(red, incumbent, incumbent or warm, budget, lns, options.get("window"))
     stats.update(run.stats)
+    if run.bound is None and run.status != "infeasible":
+        run.bound = term_minima_bound(f, red)  # CP-SAT gave none (LNS, or no solution): the trivial bound
+        stats["bound_source"] = "term minima"
     if run.status == "infeasible":
         if incumbent is not None:
             raise SolverError("cpsat: CP-SAT proved the model infeasible but the warm start is valid (model bug)")
@@ -171,8 +204,9 @@ def _mapped(f: Formulation, red: Reduction, warm: Incumbent | None, stats: dict)
 class _Search:
     """Full-model solve or schedule-window LNS, with one set of CP-SAT parameters."""
 
-    def __init__(self, f: Formulation, seed: int, workers: int, deadline: float, log: bool, stats: dict):
+    def __init__(self, f: Formulation, seed: int, workers: int, deadline: float, log: bool, rate: float):
         self.f, self.seed, self.workers, self.deadline, self.log = f, seed, workers, deadline, log
+        self.rate = rate  # deterministic time per second of the limit (inf: wall clock only)
         self.wall_hit = False
 
     def _solver(self, dtime: float) -> cp_model.CpSolver:
@@ -210,7 +244,9 @@ class _Search:
         self, red: Reduction, incumbent: Incumbent | None, guide: Incumbent | None, budget: float, lns, window
     ) -> Run:
         size = estimate_size(self.f, red)
-        limit_size = FULL_MODEL_SIZE_PER_SECOND * budget / DTIME_PER_SECOND
+        seconds = self.deadline - time.perf_counter() if math.isinf(self.rate) else budget / self.rate
+        per_second = FULL_MODEL_SIZE_PER_SECOND_PLACED if self.f.placement else FULL_MODEL_SIZE_PER_SECOND
+        limit_size = per_second * seconds
         use_lns = lns is True or (lns == "auto" and size > limit_size and incumbent is not None)
         if use_lns and incumbent is None:
             raise SolverError("cpsat: lns needs a valid warm start (hint or greedy plan)")
@@ -254,7 +290,8 @@ class _Search:
         n = len(f.nodes)
         windows = _Windows(f, red)
         width = min(n, window or max(MIN_WINDOW, n // 10))
-        per_window = max(budget / 12, 0.05)
+        seconds = self.deadline - time.perf_counter() if math.isinf(budget) else budget / self.rate
+        per_window = max(DTIME_PER_SECOND * seconds / 12, 0.05)
         spent, count, improved, status, bound, largest = 0.0, 0, 0, "timeout", None, 0
         while spent < budget and time.perf_counter() < self.deadline:
             chosen = windows.next(width, incumbent)

@@ -203,6 +203,19 @@ def _max_term_span(f: Formulation, red: Reduction) -> int:
     return total
 
 
+def term_minima_bound(f: Formulation, red: Reduction) -> int:
+    """A valid lower bound on the optimum: every cost term at its minimum over the reduced domains."""
+    total = sum(int(n.costs[red.masks[i]].min()) for i, n in enumerate(f.nodes))
+    total += sum(int(e.costs[_effective(red, f, k)].min()) for k, e in enumerate(f.edges))
+    for m in f.max_terms:
+        total += max(
+            int(alt.unary[red.masks[m.node]].min())
+            + sum(int(table[_effective(red, f, k)].min()) for k, table in alt.edge_parts)
+            for alt in m.alternatives
+        )
+    return total
+
+
 def _forbid_sentinels(f: Formulation, red: Reduction) -> int | None:
     """Find the sentinel threshold (module docstring, rule 3) and forbid entries at or above it."""
     excess: list[np.ndarray] = []

@@ -105,8 +105,7 @@ def run_iopddl(directory: Path, names: list[str], time_limit: float, seed: int) 
         )
 
 
-def run_stack(layers: int, time_limit: float, seed: int) -> None:
-    f = layer_stack(layers=layers, seed=seed)
+def run_stack(f: Formulation, time_limit: float, seed: int) -> None:
     began = time.perf_counter()
     start = greedy.solve(f, time_limit=time_limit, seed=seed)
     greedy_s = time.perf_counter() - began
@@ -114,7 +113,7 @@ def run_stack(layers: int, time_limit: float, seed: int) -> None:
     assert f.violations(sol.assignment, sol.offsets) == [] and sol.objective == f.evaluate(sol.assignment)
     st = sol.stats
     print(
-        f"\nlayer stack: {len(f.nodes)} nodes, {len(f.edges)} edges, {len(f.max_terms)} max terms, "
+        f"\n{f.name}: {len(f.nodes)} nodes, {len(f.edges)} edges, {len(f.max_terms)} max terms, "
         f"limit {f.usage_limit:,} B, placement capacity {f.placement.capacity:,} B"
     )
     print(
@@ -135,12 +134,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--instances", nargs="*", default=["B", "G"])
-    parser.add_argument("--layers", type=int, default=32, help="layers of 10 ops in the synthetic stack")
+    parser.add_argument("--layers", type=int, default=32, help="layers of 10 ops in the synthetic stack (0: skip)")
+    parser.add_argument(
+        "--spyre-layers", type=int, default=0, help="also plan so.workloads.layer_stack(layers=N) on the Spyre preset"
+    )
     args = parser.parse_args()
     if args.instances:
         run_iopddl(args.dir, args.instances, args.time_limit, args.seed)
     if args.layers:
-        run_stack(args.layers, args.time_limit, args.seed)
+        run_stack(layer_stack(layers=args.layers, seed=args.seed), args.time_limit, args.seed)
+    if args.spyre_layers:
+        from spyreopt import workloads
+        from spyreopt.model.problem import Problem
+
+        run_stack(Problem(workloads.layer_stack(layers=args.spyre_layers)).formulation, args.time_limit, args.seed)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ candidate keeps live into cost, and prices follow projected subgradient steps
 labeling is repaired into a valid plan (free memory where cheapest per byte)
 and descended; the best valid plan seeds the annealer.
 
-A max term is not pairwise: the MRF takes the sum of its alternatives instead
-(an upper bound, so nothing costly looks free), and is only a guide: every
-plan is scored by the exact incremental state.
+A max term over several pair tables is not pairwise: the MRF splits its parts
+into factors (one pair with the unary parts on its ends, every other pair on
+its own) and takes the max over alternatives of each (exact for a term over
+one pair, an upper bound otherwise, so nothing costly looks free). The MRF is
+only a guide: every plan is scored by the exact incremental state.
 """
 
 from __future__ import annotations
@@ -38,13 +40,12 @@ class PricedMRF:
         for p in m.pairs:
             cost = p.cost if p.bad is None else np.where(p.bad > 0, NEAR, p.cost)
             pair[(p.u, p.v)] = pair.get((p.u, p.v), 0.0) + cost
-        for js in m.term_alts:  # a max term enters as the sum of its alternatives (never below the max)
-            for j in js:
-                unary_parts, pair_parts = m.alts[j]
-                for w, vec in unary_parts:
-                    self.base_unary[w] = self.base_unary[w] + vec
-                for a, b, table in pair_parts:
-                    pair[(a, b)] = pair.get((a, b), 0.0) + table
+        for js in m.term_alts:
+            for scope, table in _max_term_factors(m, js):
+                if len(scope) == 1:
+                    self.base_unary[scope[0]] = self.base_unary[scope[0]] + table
+                else:
+                    pair[scope] = pair.get(scope, 0.0) + table
         self.pair_keys = sorted(pair)
         self.base_tables = [pair[k] for k in self.pair_keys]
         self.tables = list(self.base_tables)
@@ -122,6 +123,41 @@ class PricedMRF:
                     score += self.msg[back]
             x[u] = int(np.argmin(score))
         return x
+
+
+def _max_term_factors(m: CompiledModel, alts: list[int]) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """A max term as factors whose sum is at least the max: max_j sum_g x_jg <= sum_g max_j x_jg.
+
+    The main group is the pair with the largest entries plus the unary parts on
+    its two units (or, without pairs, the unary parts of one unit); every other
+    pair and every other unit is a group of its own.
+    """
+    parts: list[dict[tuple[int, ...], np.ndarray]] = []
+    for j in alts:
+        unary_parts, pair_parts = m.alts[j]
+        d: dict[tuple[int, ...], np.ndarray] = {}
+        for w, vec in unary_parts:
+            d[(w,)] = d.get((w,), 0.0) + vec
+        for a, b, table in pair_parts:
+            d[(a, b)] = d.get((a, b), 0.0) + table
+        parts.append(d)
+    scopes = sorted({k for d in parts for k in d})
+    pairs = [k for k in scopes if len(k) == 2]
+    main = max(pairs, key=lambda k: max(float(d[k].max()) for d in parts if k in d)) if pairs else scopes[0]
+    groups = {k: (main if set(k) <= set(main) else k) for k in scopes}
+    out = []
+    for g in dict.fromkeys(groups.values()):
+        shape = tuple(int(m.sizes[u]) for u in g)
+        best = None
+        for d in parts:
+            val = np.zeros(shape)
+            for k, x in d.items():
+                if groups[k] != g:
+                    continue
+                val = val + (x if k == g else (x[:, None] if k[0] == g[0] else x[None, :]))
+            best = val if best is None else np.maximum(best, val)
+        out.append((g, best))
+    return out
 
 
 def repair(state: SearchState) -> bool:
@@ -208,7 +244,7 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
     prices = np.zeros(m.num_steps)
     base = abs(best_cost) / (limit * m.num_steps) if limit else 0.0
     done = 0
-    last = None
+    last = last_prices = None
     cut = False
     for r in range(rounds):
         if clock() > deadline:
@@ -220,9 +256,9 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
         for _ in range(sweeps):
             mrf.sweep()
         labels = mrf.labeling()
-        if last is not None and limit is None and np.array_equal(labels, last):
-            break
-        last = labels
+        if last is not None and np.array_equal(labels, last) and np.array_equal(prices, last_prices):
+            break  # converged: every further round would repeat this one
+        last, last_prices = labels, prices
         state.reset(labels)
         over = None if limit is None else state.prof > limit
         if repair(state) and state.cost <= DESCEND_WITHIN * best_cost:

@@ -167,3 +167,46 @@ def test_iopddl_guide_reaches_the_contest_best(name):
     sol = anneal.solve(f, time_limit=60, seed=0, steps=0, rounds=30)
     assert f.violations(sol.assignment) == []
     assert BEST_KNOWN[f"asplos-2025-iopddl-{name}"] / sol.objective >= 0.99
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        Formulation((), (), None),
+        Formulation(
+            tuple(Node(f"n{i}", np.array([i]), np.array([128]), (i, i + 1)) for i in range(3)),
+            (Edge(0, 1, np.array([[5]])),),
+            1000,
+        ),
+        Formulation(
+            tuple(Node(f"n{i}", np.array([3, 1]), np.array([0, 128]), (i, i + 2)) for i in range(4)),
+            tuple(Edge(i, i + 1, np.array([[0, 4], [4, 0]])) for i in range(3)),
+            None,
+        ),
+    ],
+    ids=["empty", "single-candidates", "no-limit"],
+)
+def test_degenerate_formulations(f):
+    sol = anneal.solve(f, time_limit=5, seed=0)
+    assert f.violations(sol.assignment, sol.offsets) == []
+    assert sol.objective == (brute_force(f) if f.nodes else 0)
+
+
+def test_guide_max_terms_never_look_cheaper_than_they_are():
+    """The guide's factors of a max term sum to at least its value, and to exactly it over a single pair."""
+    from spyreopt.solvers.anneal_guide import _max_term_factors
+
+    f = random_formulation(9, num_nodes=12, max_candidates=4, edge_prob=0.5)
+    units = singletons(f)
+    model = CompiledModel(f, units)
+    rng = np.random.default_rng(0)
+    for alts in model.term_alts:
+        factors = _max_term_factors(model, alts)
+        pairs = {(a, b) for j in alts for a, b, _ in model.alts[j][1]}
+        for _ in range(20):
+            a = np.append(rng.integers(0, model.sizes), 0)
+            value = model.alt_values(a)[alts].max()
+            total = sum(float(tab[a[sc[0]]] if len(sc) == 1 else tab[a[sc[0]], a[sc[1]]]) for sc, tab in factors)
+            assert total >= value - 1e-9
+            if len(pairs) <= 1:
+                assert total == pytest.approx(value)

@@ -243,6 +243,8 @@ def _temperature_scale(state: SearchState, moves: Moves, samples: int = 256) -> 
 
 def _anneal(state: SearchState, moves: Moves, budget: int, scale: float, opts: dict, deadline: float) -> dict:
     kinds = (moves.single, moves.flood, moves.flip, moves.pair, moves.window)
+    if not len(moves.movable):
+        budget = 0  # every unit has a single candidate: nothing to move
     weights = np.asarray(opts["mix"], dtype=np.float64)
     thresholds = np.cumsum(weights / weights.sum()).tolist()
     cycles = max(1, min(int(opts["cycles"]), budget or 1))

@@ -74,11 +74,19 @@ def test_execute_is_a_callable_module_and_inputs_are_honoured():
         execute(p, {k: v for k, v in inputs.items() if k != "w2"})
 
 
+def softmax_plan() -> so.Plan:
+    """Softmax with every op on a 32-way row split: every edge in place."""
+    lx = ({"d0": 32}, 1, "lx")
+    names = ("softmax.max", "softmax.sub", "softmax.exp", "softmax.sum")
+    return plan_for(so.workloads.get("softmax"), {**dict.fromkeys(names, lx), "softmax.div": ({"d0": 32}, 1, "hbm")})
+
+
 def test_altered_division_computes_wrong_numbers():
-    p = plan("softmax")
-    op = p.op("softmax.sub")
-    assert op.division == {"d0": 32, "d1": 1}
-    op.division = {"d0": 16, "d1": 2}  # the slices it writes change, the plan's edges and buffers do not
+    p = softmax_plan()
+    check_execution(p)
+    # sub's slices change, the plan's edges and buffers do not: each core now wants 32 rows of the row
+    # maxima where 16 are, and writes its slice in a shape the consumers misread
+    p.op("softmax.sub").division = {"d0": 16, "d1": 2}
     with pytest.raises(PlanError, match="output 'softmax.div' differs from the reference"):
         check_execution(p)
     with pytest.raises(PlanError, match="op 'softmax.sub' at step 1, core 0: reads tensor 'softmax.max' in place"):
@@ -86,15 +94,20 @@ def test_altered_division_computes_wrong_numbers():
 
 
 def test_dropped_relayout_computes_wrong_numbers():
-    p = plan("mlp")
-    e = next(e for e in p.edges if e.mode == "relayout")
+    g = so.Graph("pair")
+    y = g.pointwise("exp", g.input("x", (256, 512)), name="p")
+    g.output(g.pointwise("neg", y, name="c"))
+    p = plan_for(g, {"p": ({"d0": 32}, 1, "lx"), "c": ({"d0": 4, "d1": 8}, 1, "hbm")})
+    check_execution(p)
+    e = p.edges[0]
+    assert e.mode == "relayout"
     e.mode, e.copy_address = "inplace", None
     with pytest.raises(PlanError, match="differs from the reference"):
         check_execution(p)
 
 
 def test_overlapping_buffers_corrupt_values():
-    p = plan("softmax")
+    p = softmax_plan()
     check_execution(p)
     # exp is read again by div (step 4); sum (step 3) now writes over it
     p.tensor("softmax.sum").address = p.tensor("softmax.exp").address
@@ -181,4 +194,13 @@ def test_generated_problems_simulate_and_compute_the_reference(problem):
     except InfeasibleError:
         assume(False)
     assert simulate(p).time_us > 0
+    check_execution(p)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["anneal", "cpsat", "milp"])
+@pytest.mark.parametrize("name", so.workloads.names())
+def test_every_backend_plan_computes_the_reference(backend, name):
+    g, hw = workload(name)
+    p = so.solve(g, backend=backend, time_limit=5, hardware=hw)
     check_execution(p)

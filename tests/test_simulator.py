@@ -94,45 +94,71 @@ def test_the_hardware_spec_drives_the_machine():
     assert simulate(q).time_us == pytest.approx(base + len(q.ops) * 1.0, rel=1e-6)
 
 
-# ---- corrupted plans -----------------------------------------------------------------
-def _edge(p, mode):
-    return next(e for e in p.edges if e.mode == mode)
+# ---- corrupted plans (fixed decisions, so they do not move when a solver improves) ----
+def softmax_plan() -> so.Plan:
+    """Softmax with every op on a 32-way row split: every edge in place, every tensor resident."""
+    lx = ({"d0": 32}, 1, "lx")
+    names = ("softmax.max", "softmax.sub", "softmax.exp", "softmax.sum")
+    return plan_for(so.workloads.get("softmax"), {**dict.fromkeys(names, lx), "softmax.div": ({"d0": 32}, 1, "hbm")})
+
+
+def pair_plan(consumer, producer_residency: str = "lx") -> so.Plan:
+    """exp then neg over a (256, 512) tensor; the producer splits rows 32 ways."""
+    g = so.Graph("pair")
+    y = g.pointwise("exp", g.input("x", (256, 512)), name="p")
+    g.output(g.pointwise("neg", y, name="c"))
+    return plan_for(g, {"p": ({"d0": 32}, 1, producer_residency), "c": consumer})
+
+
+RELAYOUT = ({"d0": 4, "d1": 8}, 1, "hbm")  # each consumer core gathers 8 producer row blocks
+
+
+def test_corruption_fixtures_are_legal():
+    for p in (softmax_plan(), pair_plan(RELAYOUT), pair_plan(({"d0": 32}, 1, "hbm"), "hbm")):
+        p.validate()
+        simulate(p)
+    assert {e.mode for e in softmax_plan().edges} == {"inplace"}
+    assert [(e.mode, e.fan_in) for e in pair_plan(RELAYOUT).edges] == [("relayout", 8)]
 
 
 def test_address_moved_into_a_live_buffer_is_rejected():
-    p = plan("softmax")
+    p = softmax_plan()
     a, b = p.tensor("softmax.max"), p.tensor("softmax.sub")  # max is live while sub is written
     b.address = a.address
     with pytest.raises(
         PlanError,
-        match=r"op 'softmax.sub' at step 1, core \d+: writing tensor 'softmax.sub' .* overwrites live tensor 'softmax.max'",
+        match=r"op 'softmax.sub' at step 1, core 0: writing tensor 'softmax.sub' at \[\d+, \d+\) overwrites live "
+        r"tensor 'softmax.max'",
     ):
         simulate(p)
 
 
 def test_dropped_relayout_is_rejected():
-    p = plan("mlp")
-    e = _edge(p, "relayout")
+    p = pair_plan(RELAYOUT)
+    e = p.edges[0]
     e.mode, e.copy_address = "inplace", None
     with pytest.raises(
         PlanError,
-        match=rf"op '{e.consumer}' at step \d+, core \d+: reads tensor '{e.tensor}' in place box .* but the scratchpad holds",
+        match=r"op 'c' at step 1, core 0: reads tensor 'p' in place box \[\(0, 64\), \(0, 64\)\] at address \d+, "
+        r"but the scratchpad holds tensor 'p' box \[\(0, 8\), \(0, 512\)\]",
     ):
         simulate(p)
 
 
 def test_reading_a_device_memory_tensor_from_scratchpad_is_rejected():
-    p = plan("transformer_block")
-    e = _edge(p, "hbm")
-    e.mode = "inplace"
+    p = pair_plan(({"d0": 32}, 1, "hbm"), "hbm")
+    assert p.edges[0].mode == "hbm"
+    p.edges[0].mode = "inplace"
     with pytest.raises(
-        PlanError, match=rf"reads tensor '{e.tensor}' from scratchpad, but it was written to device memory only"
+        PlanError,
+        match=r"op 'c' at step 1: edge mode 'inplace' reads tensor 'p' from scratchpad, but it was written to device "
+        r"memory only",
     ):
         simulate(p)
 
 
 def test_reading_a_freed_tensor_is_rejected():
-    p = plan("softmax")
+    p = softmax_plan()
     t = p.tensor("softmax.exp")  # read by sum (step 3) and div (step 4)
     t.lifetime = [t.lifetime[0], 4]
     with pytest.raises(
@@ -143,7 +169,7 @@ def test_reading_a_freed_tensor_is_rejected():
 
 
 def test_spill_of_a_tensor_never_written_to_device_memory_is_rejected():
-    p = plan("softmax")
+    p = softmax_plan()
     e = next(e for e in p.edges if e.consumer == "softmax.div" and e.tensor == "softmax.exp")
     e.mode = "spill"
     with pytest.raises(
@@ -154,34 +180,37 @@ def test_spill_of_a_tensor_never_written_to_device_memory_is_rejected():
 
 
 def test_address_beyond_capacity_is_rejected():
-    p = plan("softmax")
+    p = softmax_plan()
     t = p.tensor("softmax.exp")
     t.address = HW.planner_lx_bytes - HW.stick_bytes
     with pytest.raises(
         PlanError,
-        match=rf"tensor 'softmax.exp' at \[{t.address}, \d+\) lies outside the scratchpad \(planner capacity {HW.planner_lx_bytes}",
+        match=rf"op 'softmax.exp' at step 2, core 0: tensor 'softmax.exp' at \[{t.address}, \d+\) lies outside the "
+        rf"scratchpad \(planner capacity {HW.planner_lx_bytes}",
     ):
         simulate(p)
 
 
 def test_misaligned_address_is_rejected():
-    p = plan("mlp")
-    e = _edge(p, "relayout")
+    p = pair_plan(RELAYOUT)
+    e = p.edges[0]
     e.copy_address += 64
     with pytest.raises(
         PlanError,
-        match=rf"relayout copy of '{e.tensor}' for '{e.consumer}' at address {e.copy_address} is not a multiple of the 128-byte stick",
+        match=rf"op 'c' at step 1, core 0: relayout copy of 'p' for 'c' at address {e.copy_address} is not a multiple "
+        r"of the 128-byte stick",
     ):
         simulate(p)
 
 
 def test_relayout_beyond_fan_in_is_rejected():
-    p = plan("transformer_block")
-    e = max(p.edges, key=lambda e: e.fan_in if e.mode == "relayout" else 0)
-    assert e.mode == "relayout" and e.fan_in >= 2
-    p.hardware = dict(p.hardware, relayout_fan_in=e.fan_in - 1)
-    limit = e.fan_in - 1
-    with pytest.raises(PlanError, match=rf"gathers {e.fan_in} fragments .* above the fan-in limit {limit}"):
+    p = pair_plan(RELAYOUT)
+    p.hardware = dict(p.hardware, relayout_fan_in=7)
+    with pytest.raises(
+        PlanError,
+        match=r"op 'c' at step 1: relayout of tensor 'p' to core 0 gathers 8 fragments \(from cores \[0, 1, 2, 3, 4, "
+        r"5, 6, 7\]\), above the fan-in limit 7",
+    ):
         simulate(p)
 
 
@@ -196,12 +225,12 @@ def test_division_beyond_the_span_limit_is_rejected():
 
 
 def test_graph_output_kept_only_in_scratchpad_is_rejected():
-    p = plan("mlp")
+    p = softmax_plan()
     last = p.ops[-1]
     t = p.tensor(last.name)
     last.residency = t.residency = "lx"
-    t.address, t.lifetime = HW.planner_lx_bytes // 2, [2, 3]
-    with pytest.raises(PlanError, match=r"graph output\(s\) \['down'\] never written to device memory"):
+    t.address, t.lifetime = HW.planner_lx_bytes // 2, [4, 5]
+    with pytest.raises(PlanError, match=r"graph output\(s\) \['softmax.div'\] never written to device memory"):
         simulate(p)
 
 
@@ -307,17 +336,26 @@ def test_op_families_measure_in_isolation():
 
 
 def test_scratchpad_occupancy_follows_lifetimes():
-    p = plan("softmax")
+    g = so.Graph("occ")
+    x = g.input("x", (256, 512))
+    y = g.pointwise("exp", x, name="p")
+    z = g.pointwise("neg", y, name="c")
+    g.output(g.pointwise("add", y, z, name="o"))
+    p = plan_for(g, {"p": ({"d0": 32}, 1, "lx"), "c": ({"d0": 4, "d1": 8}, 1, "lx"), "o": ({"d0": 32}, 1, "hbm")})
+    assert sorted(e.mode for e in p.edges) == ["inplace", "relayout", "relayout"]
     r = simulate(p)
-    core0 = r.lx_occupancy[0]
-    assert [t for t, _ in core0] == sorted(t for t, _ in core0)
-    assert core0[-1][1] == 0  # everything freed at the end
-    live = {}
+    live = [0] * len(p.ops)  # every core holds equal slices here, so the plan's sizes are exact
     for t in p.tensors:
         if t.residency != "hbm":
             for step in range(*t.lifetime):
-                live[step] = live.get(step, 0) + t.bytes_per_core
-    assert [b for _, b in core0[:-1]] == [live.get(i, 0) for i in range(len(p.ops))]
+                live[step] += t.bytes_per_core
+    for e in p.edges:
+        live[p.ops.index(p.op(e.consumer))] += e.copy_bytes_per_core
+    for core in (0, 17, 31):
+        occ = r.lx_occupancy[core]
+        assert [t for t, _ in occ] == sorted(t for t, _ in occ)
+        assert [b for _, b in occ] == live + [0]  # at each op's start, then everything freed at the end
+    assert r.peak_lx_bytes == [max(live)] * HW.cores
 
 
 def test_plan_json_round_trip_and_cli(tmp_path, capsys):

@@ -162,9 +162,7 @@ class _CanonicalSearch:
             if c >= cur:
                 cands.append((c, rank[i], i))
         if lowest_top < 0:
-            for i in members:
-                self.solution[i] = offset[i]
-            return FOUND
+            return FOUND  # every member placed; `_recurse` recorded each offset on the way
         # Dominated at or above lowest_top; above `highest` some section's unplaced bytes cannot fit.
         highest = min(self.capacity - max(self.total[lo:hi]), lowest_top - 1)
         cands.sort()

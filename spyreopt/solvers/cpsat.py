@@ -28,8 +28,8 @@
    the bound reported is the sum of the cost terms' minima.
 4. Determinism: CP-SAT runs with ``num_workers=workers`` (``interleave_search``
    when more than one), ``random_seed=seed`` and a deterministic-time limit that
-   depends only on ``time_limit`` and on whether the model places addresses
-   (``DTIME_PER_SECOND``, ``DTIME_PER_SECOND_PLACED``; each LNS window is also
+   depends only on ``time_limit`` and on the mode (``DTIME_PER_SECOND``, or
+   ``DTIME_PER_SECOND_PLACED`` for a whole model with addresses; each LNS window is also
    charged ``WINDOW_COST`` per node and edge for its Python work). The
    wall-clock limit is a safety net at the deadline, and
    ``stats["wall_limit_hit"]`` says when it (and not the deterministic budget)
@@ -66,8 +66,8 @@ from spyreopt.solvers.cpsat_model import (
     term_minima_bound,
 )
 
-# CP-SAT deterministic time per wall second, measured with one worker: about 0.19 on IOPDDL and Spyre stacks,
-# about 0.1 when the model has a NoOverlap2D placement; the values below leave a margin under the wall clock.
+# CP-SAT deterministic time per wall second, measured with one worker: about 0.19 on IOPDDL and in LNS windows,
+# about 0.1 for a whole model with a NoOverlap2D placement; the values below leave a margin under the wall clock.
 DTIME_PER_SECOND = 0.16
 DTIME_PER_SECOND_PLACED = 0.09
 WINDOW_COST = 1e-4  # deterministic-time charge per node and edge for building one LNS window (Python work)
@@ -124,17 +124,16 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
     incumbent = _mapped(f, red, warm, stats)
     guide = incumbent or warm
 
-    rate = DTIME_PER_SECOND_PLACED if f.placement is not None else DTIME_PER_SECOND
+    seconds = time_limit * (1 - GREEDY_SHARE)  # what the search may use; greedy had the rest
     if not options.get("deterministic", True):  # the whole wall-clock budget, at the price of run-to-run differences
-        rate = math.inf
-    budget = rate * time_limit * (1 - GREEDY_SHARE)
-    search = _Search(f, seed, workers, deadline, bool(options.get("log", False)), rate)
-    run = search.run(red, incumbent, guide, budget, lns, options.get("window"))
+        seconds = math.inf
+    search = _Search(f, seed, workers, deadline, bool(options.get("log", False)))
+    run = search.run(red, incumbent, guide, seconds, lns, options.get("window"))
     if run.status == "infeasible" and red.threshold is not None:
         stats["sentinel_rule"] = "dropped: the model without sentinel entries is infeasible"
         red = reduce_formulation(f, forbid_huge=False)
         incumbent = _mapped(f, red, warm, stats)
-        run = search.run(red, incumbent, incumbent or warm, budget, lns, options.get("window"))
+        run = search.run(red, incumbent, incumbent or warm, seconds, lns, options.get("window"))
     stats.update(run.stats)
     if run.bound is None and run.status != "infeasible":
         run.bound = term_minima_bound(f, red)  # CP-SAT gave none (LNS, or no solution): the trivial bound
@@ -204,9 +203,8 @@ def _mapped(f: Formulation, red: Reduction, warm: Incumbent | None, stats: dict)
 class _Search:
     """Full-model solve or schedule-window LNS, with one set of CP-SAT parameters."""
 
-    def __init__(self, f: Formulation, seed: int, workers: int, deadline: float, log: bool, rate: float):
+    def __init__(self, f: Formulation, seed: int, workers: int, deadline: float, log: bool):
         self.f, self.seed, self.workers, self.deadline, self.log = f, seed, workers, deadline, log
-        self.rate = rate  # deterministic time per second of the limit (inf: wall clock only)
         self.wall_hit = False
 
     def _solver(self, dtime: float) -> cp_model.CpSolver:
@@ -241,18 +239,19 @@ class _Search:
         return code, solver, found
 
     def run(
-        self, red: Reduction, incumbent: Incumbent | None, guide: Incumbent | None, budget: float, lns, window
+        self, red: Reduction, incumbent: Incumbent | None, guide: Incumbent | None, seconds: float, lns, window
     ) -> Run:
+        """Solve within ``seconds`` of search (inf: until the deadline, without a deterministic budget)."""
         size = estimate_size(self.f, red)
-        seconds = self.deadline - time.perf_counter() if math.isinf(self.rate) else budget / self.rate
+        wall = self.deadline - time.perf_counter() if math.isinf(seconds) else seconds
         per_second = FULL_MODEL_SIZE_PER_SECOND_PLACED if self.f.placement else FULL_MODEL_SIZE_PER_SECOND
-        limit_size = per_second * seconds
+        limit_size = per_second * wall
         use_lns = lns is True or (lns == "auto" and size > limit_size and incumbent is not None)
         if use_lns and incumbent is None:
             raise SolverError("cpsat: lns needs a valid warm start (hint or greedy plan)")
         stats: dict = {"full_model_estimate": size}
         if use_lns:
-            result = self._lns(red, incumbent, budget, window or 0, stats)
+            result = self._lns(red, incumbent, DTIME_PER_SECOND * seconds, DTIME_PER_SECOND * wall, window or 0, stats)
         else:
             built = self._build(red, None)
             stats.update(
@@ -261,7 +260,8 @@ class _Search:
                 objective_capped=built.capped,
                 **built.counts,
             )
-            result = self._full(built, guide, budget, stats)
+            rate = DTIME_PER_SECOND_PLACED if self.f.placement is not None else DTIME_PER_SECOND
+            result = self._full(built, guide, rate * seconds, stats)
         result.stats["wall_limit_hit"] = self.wall_hit
         return result
 
@@ -285,13 +285,15 @@ class _Search:
         status = "optimal" if code == cp_model.OPTIMAL and not capped else ("timeout" if found else "unknown")
         return Run(found, status, bound, stats)
 
-    def _lns(self, red: Reduction, incumbent: Incumbent, budget: float, window: int, stats: dict) -> Run:
+    def _lns(
+        self, red: Reduction, incumbent: Incumbent, budget: float, planned: float, window: int, stats: dict
+    ) -> Run:
+        """Windows until ``budget`` deterministic time is spent; each gets a twelfth of ``planned``."""
         f = self.f
         n = len(f.nodes)
         windows = _Windows(f, red)
         width = min(n, window or max(MIN_WINDOW, n // 10))
-        seconds = self.deadline - time.perf_counter() if math.isinf(budget) else budget / self.rate
-        per_window = max(DTIME_PER_SECOND * seconds / 12, 0.05)
+        per_window = max(planned / 12, 0.05)
         spent, count, improved, status, bound, largest = 0.0, 0, 0, "timeout", None, 0
         while spent < budget and time.perf_counter() < self.deadline:
             chosen = windows.next(width, incumbent)

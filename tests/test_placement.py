@@ -224,6 +224,13 @@ def test_bad_inputs_raise_typed_errors():
         Buffer("z", 0, 1, 1, alignment=0)
 
 
+def test_numpy_integers_are_accepted_as_plain_ints():
+    np = pytest.importorskip("numpy")
+    b = Buffer("n", np.int64(0), np.int32(3), np.int64(4), offset=np.int64(0))
+    assert type(b.size) is int and type(b.offset) is int
+    assert place([b], np.int64(4)).offsets == {"n": 0}
+
+
 def test_no_buffers_places_nothing():
     assert place([], 0).offsets == {}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from numbers import Integral
 
 from spyreopt.errors import SolverError
 from spyreopt.solvers.placement.bestfit import best_fit, best_fit_lowest
@@ -39,8 +40,9 @@ def place(
     """
     start = time.monotonic()
     buffers = _checked(buffers, method)
-    if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
+    if not isinstance(capacity, Integral) or isinstance(capacity, bool) or capacity < 0:
         raise PlacementInputError(f"capacity must be a non-negative integer, got {capacity!r}")
+    capacity = int(capacity)
     if not buffers:
         return PlacementResult("placed", {}, method, time.monotonic() - start, {"buffers": 0, "height": 0})
     sw = sweep(buffers)

@@ -7,6 +7,7 @@ reader share one definition of what a legal buffer is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 from spyreopt.errors import FormatError
 
@@ -32,11 +33,13 @@ class Buffer:
     offset: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("lower", "upper", "size", "alignment"):
-            if not _is_int(getattr(self, name)):
-                raise PlacementInputError(f"buffer {self.id!r}: {name} must be an integer, got {getattr(self, name)!r}")
-        if self.offset is not None and not _is_int(self.offset):
-            raise PlacementInputError(f"buffer {self.id!r}: offset must be an integer or None, got {self.offset!r}")
+        for name in ("lower", "upper", "size", "alignment", "offset"):
+            value = getattr(self, name)
+            if value is None and name == "offset":
+                continue
+            if not isinstance(value, Integral) or isinstance(value, bool):
+                raise PlacementInputError(f"buffer {self.id!r}: {name} must be an integer, got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy integers become plain ints
         if self.lower >= self.upper:
             raise PlacementInputError(f"buffer {self.id!r}: lifetime [{self.lower}, {self.upper}) is empty")
         if self.size <= 0:
@@ -45,10 +48,6 @@ class Buffer:
             raise PlacementInputError(f"buffer {self.id!r}: alignment must be positive, got {self.alignment}")
         if self.offset is not None and self.offset < 0:
             raise PlacementInputError(f"buffer {self.id!r}: offset must be >= 0, got {self.offset}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass

@@ -58,7 +58,7 @@ def test_every_greedy_plan_simulates_consistently(name):
     peak = max(r.peak_lx_bytes)
     assert peak <= HW.planner_lx_bytes
     assert peak >= max(resident, default=0)  # the simulator saw the biggest buffer itself
-    assert 0.5 < r.time_us / p.cost_us < 2.0  # the cost model is a proxy of this machine
+    assert 0.4 < r.time_us / p.cost_us < 2.5  # the cost model is a proxy of this machine
 
 
 @pytest.mark.parametrize("backend", ["anneal", "cpsat", "milp"])

@@ -35,7 +35,7 @@ class SimParams:
       the stick (a cross-lane shuffle tree instead of lane-wise accumulation).
     * ``transpose_cycles_per_stick``: a core's DMA transpose unit (restickify).
     * ``max_tiles_per_core``: double-buffered tiles per core and op (bounds the
-      event count; tiles are at least a quarter of the core's staging space).
+      event count; see ``Machine.tiles``).
     """
 
     dma_latency_ns: float = 250.0
@@ -80,8 +80,12 @@ class Machine:
         return self.hw.lx_bytes - self.hw.program_reserve_bytes - self.hw.planner_lx_bytes
 
     def tiles(self, stream_bytes: float) -> int:
+        """Tiles of a core's stream: at least one DMA window (requests in flight x burst) each, at most
+        a quarter of the staging space (two input and two output buffers), at most ``max_tiles_per_core``."""
+        window = self.hw.dma_max_inflight * self.burst_bytes
         budget = max(self.staging_bytes // 4, self.hw.stick_bytes)
-        return max(1, min(self.params.max_tiles_per_core, ceil(stream_bytes / budget)))
+        tile = min(max(stream_bytes / self.params.max_tiles_per_core, window), budget)
+        return max(1, min(self.params.max_tiles_per_core, ceil(stream_bytes / tile)))
 
     # ---- ring --------------------------------------------------------------
     @property

@@ -90,24 +90,15 @@ def minimize_capacity(
     best, used = _height(buffers, offsets), "bestfit"
     proved_lower = lower
     if method in ("auto", "search"):
-        probe = lower  # production instances often pack perfectly: try that first
-        while proved_lower < best and _left(deadline) > 0:
-            status, found, search_stats = search_place(buffers, probe, _left(deadline) * _PROBE_SHARE, sw)
-            stats["nodes"] = stats.get("nodes", 0) + search_stats["nodes"]
-            if status == "timeout":
-                break
-            if found is not None:
-                offsets, best, used = found, _height(buffers, found), "search"
-            else:
-                proved_lower = probe + 1
-            probe = (proved_lower + best - 1) // 2
+        offsets, best, proved_lower, found_any = _bisect(buffers, sw, offsets, best, lower, deadline, stats)
+        used = "search" if found_any else used
     if method == "cpsat" or (method == "auto" and proved_lower < best and _left(deadline) > 0):
         status, found, cp_stats = cpsat_place(buffers, best, _left(deadline), seed, minimize_height=True, hint=offsets)
         stats.update(cp_stats)
         if found is not None and _height(buffers, found) < best:
             offsets, best, used = found, _height(buffers, found), "cpsat"
-        if cp_stats.get("proved_optimal"):
-            proved_lower = best
+        if found is not None:
+            proved_lower = max(proved_lower, cp_stats["best_bound"])
     stats.update(capacity=best, proved_optimal=proved_lower >= best, proved_lower_bound=min(proved_lower, best))
     result = _placed(buffers, best, offsets, used, stats)
     result.message = f"capacity {best}; live-bytes lower bound {lower}" + (
@@ -115,6 +106,31 @@ def minimize_capacity(
     )
     result.seconds = time.monotonic() - start
     return result
+
+
+def _bisect(
+    buffers: list[Buffer], sw: Sweep, offsets: list[int], best: int, lower: int, deadline: float, stats: dict
+) -> tuple[list[int], int, int, bool]:
+    """Probe capacities between the proved lower bound and the best height with the exact search.
+
+    Starts at the lower bound (production instances often pack perfectly). A
+    probe that times out proves nothing, so probing moves above it; one that is
+    infeasible raises the proved bound. Returns (offsets, height, proved lower
+    bound, whether the search improved on the given offsets).
+    """
+    proved, untried, found_any = lower, lower, False
+    stats["nodes"] = 0
+    while untried < best and _left(deadline) > 0:
+        probe = lower if untried == lower == proved else (untried + best - 1) // 2
+        status, found, search_stats = search_place(buffers, probe, _left(deadline) * _PROBE_SHARE, sw)
+        stats["nodes"] += search_stats["nodes"]
+        if found is not None:
+            offsets, best, found_any = found, _height(buffers, found), True
+        else:
+            untried = probe + 1
+            if status == "infeasible":
+                proved = probe + 1  # infeasibility is monotone: every smaller capacity fails too
+    return offsets, best, proved, found_any
 
 
 def _checked(buffers: Sequence[Buffer], method: str) -> list[Buffer]:

@@ -22,6 +22,7 @@ from spyreopt.solvers.placement import (
 from spyreopt.solvers.placement.cpsat import cpsat_place
 from spyreopt.solvers.placement.search import search_place
 from spyreopt.solvers.placement.sweep import sweep
+from spyreopt.solvers.placement.validate import KINDS
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "minimalloc"
 INPUT12 = BENCH / "input.12.csv"
@@ -118,7 +119,9 @@ def test_validator_catches_each_kind():
     assert ("out_of_range", ("e",)) in found
     assert ("wrong_height", ()) in found
     del offsets["e"]
-    assert ("missing_offset", ("e",)) in {(i.kind, i.ids) for i in validate(buffers, offsets, 12)}
+    missing = validate(buffers, offsets, 12)
+    assert ("missing_offset", ("e",)) in {(i.kind, i.ids) for i in missing}
+    assert {kind for kind, _ in found} | set(kinds(missing)) == set(KINDS)
 
 
 def test_touching_lifetimes_and_addresses_do_not_overlap():

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from numbers import Integral
+from typing import Literal
 
 from spyreopt.errors import FormatError
 
-Status = str  # "placed" | "infeasible" | "timeout"
+Status = Literal["placed", "infeasible", "timeout"]
 
 
 class PlacementInputError(FormatError):

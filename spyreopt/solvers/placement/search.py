@@ -147,6 +147,8 @@ class _CanonicalSearch:
         if self.nodes & 63 == 0 and time.monotonic() > self.deadline:
             return OUT_OF_TIME
         offset, minoff, fixed, size = self.offset, self.minoff, self.fixed, self.size
+        # Above `highest` some section's unplaced bytes cannot fit; at or above lowest_top is dominated.
+        highest = self.capacity - max(self.total[lo:hi])
         cands = []
         lowest_top = -1
         for i in members:
@@ -159,12 +161,11 @@ class _CanonicalSearch:
                 return NOT_FOUND  # a pre-placed buffer passed by can never be placed
             if c + size[i] < lowest_top or lowest_top < 0:
                 lowest_top = c + size[i]
-            if c >= cur:
+            if cur <= c <= highest and c < lowest_top:
                 cands.append((c, rank[i], i))
         if lowest_top < 0:
             return FOUND  # every member placed; `_recurse` recorded each offset on the way
-        # Dominated at or above lowest_top; above `highest` some section's unplaced bytes cannot fit.
-        highest = min(self.capacity - max(self.total[lo:hi]), lowest_top - 1)
+        highest = min(highest, lowest_top - 1)
         cands.sort()
         for c, r, i in cands:
             if c > highest:

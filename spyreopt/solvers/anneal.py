@@ -266,7 +266,7 @@ def _anneal(state: SearchState, moves: Moves, budget: int, scale: float, opts: d
         ratio = (t_end / t_hi) ** (1.0 / max(length, 1)) if t_hi > t_end else 1.0
         temp = max(t_hi, t_end)
         for _ in range(length):
-            if step & 63 == 0 and time.perf_counter() > deadline:
+            if time.perf_counter() > deadline:
                 stopped = True
                 break
             u = moves.r.uniform()

@@ -5,9 +5,9 @@ the IOPDDL instances, the best plan differs from a greedy one in most units,
 in one connected piece full of cycles). Without the memory limit the problem
 is a pairwise MRF over units whose LP relaxation is tight, and TRW-S (sequential
 tree-reweighted message passing, Kolmogorov 2006) finds such global optima.
-The memory limit is priced in: a price per time step turns every byte a
-candidate keeps live into cost, and prices follow projected subgradient steps
-(Polyak step towards the best valid cost) on the over-full steps. Each round's
+The memory limit is priced in, Lagrangian style: a price per time step turns
+every byte a candidate keeps live into cost, and prices rise on the steps a
+round's labeling overfills and decay elsewhere (see ``guide``). Each round's
 labeling is repaired into a valid plan (free memory where cheapest per byte)
 and descended; the best valid plan seeds the annealer.
 
@@ -160,13 +160,15 @@ def _max_term_factors(m: CompiledModel, alts: list[int]) -> list[tuple[tuple[int
     return out
 
 
-def repair(state: SearchState) -> bool:
-    """Free memory at the fullest step, cheapest added cost per freed byte first, until valid."""
+def repair(state: SearchState, covering: list[list[int]]) -> bool:
+    """Free memory at the fullest step, cheapest added cost per freed byte first, until valid.
+
+    ``covering[t]`` lists the units with memory live at step t (``covering_units``).
+    """
     m = state.m
     limit = m.limit
     if limit is None:
         return state.nbad == 0
-    covering = _covering_units(m)
     while True:
         t = int(np.argmax(state.prof))
         over = int(state.prof[t]) - limit
@@ -192,26 +194,24 @@ def repair(state: SearchState) -> bool:
         state.apply(best[1], best[2])
 
 
-def _covering_units(m: CompiledModel) -> list[list[int]]:
+def covering_units(m: CompiledModel) -> list[list[int]]:
     """Units with a memory piece live at each time step."""
-    if getattr(m, "_covering", None) is None:
-        cover: list[set[int]] = [set() for _ in range(m.num_steps)]
-        for pc in m.pieces:
-            for t in range(pc.lo, pc.hi):
-                cover[t].add(pc.u)
-                if pc.v >= 0:
-                    cover[t].add(pc.v)
-        m._covering = [sorted(c) for c in cover]
-    return m._covering
+    cover: list[set[int]] = [set() for _ in range(m.num_steps)]
+    for pc in m.pieces:
+        for t in range(pc.lo, pc.hi):
+            cover[t].add(pc.u)
+            if pc.v >= 0:
+                cover[t].add(pc.v)
+    return [sorted(c) for c in cover]
 
 
-def descend(state: SearchState, movable: np.ndarray) -> None:
-    """Best single-unit moves (within memory) until none improves: every unit once, then the
-    neighbours of every unit that moved."""
+def descend(state: SearchState, movable: np.ndarray, stop=lambda: False) -> None:
+    """Best single-unit moves (within memory) until none improves (or ``stop()``): every unit
+    once, then the neighbours of every unit that moved."""
     m = state.m
     queue = [int(u) for u in movable]
     queued = set(queue)
-    while queue:
+    while queue and not stop():
         u = queue.pop(0)
         queued.discard(u)
         lk = state.look(u)
@@ -240,9 +240,10 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
     best_cost = state.cost
     best_round = -1
     mrf = PricedMRF(m)
+    covering = covering_units(m)
     limit = float(m.limit) if m.limit is not None else None
     prices = np.zeros(m.num_steps)
-    base = abs(best_cost) / (limit * m.num_steps) if limit else 0.0
+    base = max(abs(best_cost), 1.0) / (limit * m.num_steps) if limit else 0.0
     done = 0
     last = last_prices = None
     cut = False
@@ -255,14 +256,17 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
             mrf.set_prices(prices)
         for _ in range(sweeps):
             mrf.sweep()
+        if clock() > deadline:
+            cut = True
+            break
         labels = mrf.labeling()
         if last is not None and np.array_equal(labels, last) and np.array_equal(prices, last_prices):
             break  # converged: every further round would repeat this one
         last, last_prices = labels, prices
         state.reset(labels)
         over = None if limit is None else state.prof > limit
-        if repair(state) and state.cost <= DESCEND_WITHIN * best_cost:
-            descend(state, movable)
+        if repair(state, covering) and state.cost <= DESCEND_WITHIN * best_cost:
+            descend(state, movable, lambda: clock() > deadline)
             if state.cost < best_cost:
                 best, best_cost, best_round = state.assignment.copy(), state.cost, r
         if over is not None:

@@ -93,7 +93,6 @@ class CompiledModel:
         self.alts: list[tuple[list[tuple[int, np.ndarray]], list[tuple[int, int, np.ndarray]]]] = []
         self.term_of_alt: list[int] = []
         self._compose()
-        self.pair_of = {(p.u, p.v): k for k, p in enumerate(self.pairs)}
         self.neighbours = [set() for _ in range(n)]
         for p in self.pairs:
             self.neighbours[p.u].add(p.v)
@@ -103,7 +102,6 @@ class CompiledModel:
                 self.neighbours[u].add(v)
                 self.neighbours[v].add(u)
         self.neighbours = [np.array(sorted(s), dtype=np.int64) for s in self.neighbours]
-        self.memory_units = np.zeros(n, dtype=bool)
         self._pairs_of: list[list[Pair]] = [[] for _ in range(n)]
         for p in self.pairs:
             self._pairs_of[p.u].append(p)
@@ -253,7 +251,6 @@ class CompiledModel:
                 mine.append((p.usage, p.u, p.lo, p.hi))
         if not mine:
             return none
-        self.memory_units[u] = True
         rows = np.array([len(p[0]) for p in mine], dtype=np.int64)
         lo = np.array([p[2] for p in mine], dtype=np.int64)
         hi = np.array([p[3] for p in mine], dtype=np.int64)

@@ -180,7 +180,10 @@ def _failure_message(status: str, used: str, capacity: int, stats: dict) -> str:
     where = f"peak live bytes {stats['peak_live']} at time {stats['peak_time']} fit in capacity {capacity}"
     if status == "infeasible":
         prover = "exhaustive search" if used == "search" else "CP-SAT"
-        return f"no placement exists: {where}, but {prover} proved that fragmentation cannot be avoided"
+        return (
+            f"no placement exists: {where}, but {prover} proved that fragmentation cannot be avoided; "
+            "minimize_capacity() finds the smallest capacity that works"
+        )
     if used == "bestfit":
         return f"best-fit found no placement; {where}; best-fit is a heuristic, method 'search' can decide"
     return f"no placement found in the time limit, and none proved impossible; {where}"

@@ -26,7 +26,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, SolverError

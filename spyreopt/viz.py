@@ -157,9 +157,13 @@ def simulation_chart(sim, plan: Plan) -> Figure:
         times = [t for t, _ in series]
         used = [b / KIB for _, b in series]
         top.step(times, used, where="post", linewidth=0.8, alpha=0.6, label=f"core {core}" if core < 4 else None)
-    top.axhline(_capacity(plan) / KIB, color="black", linestyle="--", linewidth=1, label="capacity")
+    cap = _capacity(plan) / KIB
+    peak = max((b for series in occupancy for _, b in series), default=0) / KIB
+    if peak * 1.25 >= cap:
+        top.axhline(cap, color="black", linestyle="--", linewidth=1, label="capacity")
+    top.set_ylim(0, max(min(cap * 1.08, peak * 1.25), 1))
     top.set_xlabel("time (µs)")
-    top.set_ylabel("LX in use (KiB)")
+    top.set_ylabel(f"LX in use (KiB; capacity {cap:.0f})")
     top.set_title(f"{plan.graph['name']}: simulated scratchpad occupancy ({sim.time_us:.2f} µs)")
     top.legend(fontsize=7, loc="upper right")
     bottom.bar(range(len(sim.core_busy)), [100 * b for b in sim.core_busy], color=COLORS["compute"])

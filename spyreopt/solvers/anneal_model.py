@@ -38,8 +38,9 @@ class UnitTables:
     """Gather data of one unit; ``other == count`` points at the constant 0 entry of the assignment."""
 
     table: np.ndarray  # float64 [rows, S]: every factor stacked
-    base: np.ndarray  # int64 [factors]: first row of each factor
-    other: np.ndarray  # int64 [factors]: unit whose candidate selects the row (count: constant)
+    base: np.ndarray  # int64 [factors + pieces]: first row of each factor, then of each memory piece
+    other: np.ndarray  # int64 [factors + pieces]: unit whose candidate selects the row (count: constant)
+    factors: int  # number of cost factors (the rest of base/other index mem_table)
     plain: int  # factors [0, plain) form group 0
     bad: np.ndarray | None  # float64 [rows of plain factors, S]: forbidden-pair counts, None if none
     group_starts: np.ndarray | None  # int64 [alts]: start of each max-term group among factors[plain:]
@@ -47,8 +48,6 @@ class UnitTables:
     term_starts: np.ndarray | None  # int64 [terms]: start of each term among the groups
     # memory: pieces (a usage table over an interval), then elementary segments of their union
     mem_table: np.ndarray | None  # int64 [rows, S]
-    mem_base: np.ndarray | None
-    mem_other: np.ndarray | None
     mem_lo: np.ndarray | None  # int64 [pieces]
     mem_hi: np.ndarray | None
     seg_bounds: np.ndarray | None  # int64 [segments + 1], absolute time steps
@@ -224,21 +223,25 @@ class CompiledModel:
                         others.append(a)
         rows = np.array([len(t) for t in tables], dtype=np.int64)
         has_terms = bool(group_starts)
+        memory = self._compile_memory(u)
+        mem_base, mem_other = memory.pop("mem_base"), memory.pop("mem_other")
         return UnitTables(
             table=np.ascontiguousarray(np.vstack(tables)),
-            base=np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64),
-            other=np.array(others, dtype=np.int64),
+            base=np.concatenate([[0], np.cumsum(rows)[:-1], mem_base]).astype(np.int64),
+            other=np.concatenate([others, mem_other]).astype(np.int64),
+            factors=len(tables),
             plain=plain,
             bad=np.ascontiguousarray(np.vstack(bads)) if any_bad else None,
             group_starts=np.array(group_starts, dtype=np.int64) if has_terms else None,
             alt_ids=np.array(alt_ids, dtype=np.int64) if has_terms else None,
             term_starts=np.array(term_starts, dtype=np.int64) if has_terms else None,
-            **self._compile_memory(u),
+            **memory,
         )
 
     def _compile_memory(self, u: int) -> dict:
         n = self.n
-        none = dict.fromkeys(("mem_table", "mem_base", "mem_other", "mem_lo", "mem_hi", "seg_bounds", "cover"))
+        none = dict.fromkeys(("mem_table", "mem_lo", "mem_hi", "seg_bounds", "cover"))
+        none.update(mem_base=np.zeros(0, dtype=np.int64), mem_other=np.zeros(0, dtype=np.int64))
         if self.limit is None:
             return none
         mine = []

@@ -15,6 +15,8 @@ import numpy as np
 
 from spyreopt.solvers.anneal_model import CompiledModel
 
+_sum = np.add.reduce  # ndarray.sum without its Python wrapper: this is the inner loop
+
 
 class Look:
     """Candidate vectors of one node (see module docstring)."""
@@ -53,22 +55,22 @@ class SearchState:
     def look(self, i: int) -> Look:
         nt = self.m.tables[i]
         a = self.a
-        idx = nt.base + a[nt.other]
-        rows = nt.table[idx]
+        cur = int(a[i])
+        idx = nt.base + a[nt.other]  # cost factors first, then memory pieces (one gather of the assignment)
+        rows = nt.table[idx[: nt.factors]]
         groups = None
         if nt.group_starts is None:
-            cost = rows.sum(axis=0)
+            cost = _sum(rows, axis=0)
         else:
-            cost = rows[: nt.plain].sum(axis=0)
+            cost = _sum(rows[: nt.plain], axis=0)
             groups = np.add.reduceat(rows[nt.plain :], nt.group_starts, axis=0)
-            cur = a[i]
             alts = groups + (self.alt[nt.alt_ids] - groups[:, cur])[:, None]
-            cost += np.maximum.reduceat(alts, nt.term_starts, axis=0).sum(axis=0)
-        bad = None if nt.bad is None else nt.bad[idx[: nt.plain]].sum(axis=0)
+            cost += _sum(np.maximum.reduceat(alts, nt.term_starts, axis=0), axis=0)
+        bad = None if nt.bad is None else _sum(nt.bad[idx[: nt.plain]], axis=0)
         mem = None
         if nt.mem_table is not None:
-            mem = nt.mem_table[nt.mem_base + a[nt.mem_other]]
-            mem = mem - mem[:, a[i]][:, None]
+            mem = nt.mem_table[idx[nt.factors :]]
+            mem -= mem[:, cur : cur + 1]
         return Look(i, cost, bad, groups, mem)
 
     def fits(self, lk: Look) -> np.ndarray | None:

@@ -98,7 +98,7 @@ def division_chart(plan: Plan, ax=None) -> Figure:
 
 def cost_breakdown(plan: Plan, ax=None) -> Figure:
     """Predicted time per op by component; the hatched part is hidden by compute/memory overlap."""
-    fig, ax = _axes(ax, (9, 0.35 * len(plan.ops) + 1.5))
+    fig, ax = _axes(ax, (9, 0.35 * len(plan.ops) + 2.2))
     names = [o.name for o in plan.ops]
     left = [0.0] * len(plan.ops)
     for comp in COMPONENTS:
@@ -115,7 +115,7 @@ def cost_breakdown(plan: Plan, ax=None) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("predicted time (µs)")
     ax.set_title(f"{plan.graph['name']}: where the time goes (total {plan.cost_us:.2f} µs)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.5 / (len(plan.ops) + 4)), ncol=4)
     fig.tight_layout()
     return fig
 

@@ -98,6 +98,8 @@ class Run:
 
 
 def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hint=None, **options) -> Solution:
+    """Best plan within ``time_limit`` (module docstring). Options: ``lns`` ("auto", True, False),
+    ``window`` (first LNS window width), ``deterministic`` (default True), ``log`` (CP-SAT's search log)."""
     start = time.perf_counter()
     deadline = start + time_limit
     unknown = set(options) - OPTIONS
@@ -108,6 +110,9 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
     lns = options.get("lns", "auto")
     if lns not in ("auto", True, False):
         raise SolverError(f"cpsat: option lns must be 'auto', True or False, got {lns!r}")
+    window = options.get("window")
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise SolverError(f"cpsat: option window must be a positive integer, got {window!r}")
 
     stats: dict = {"workers": workers, "seed": seed}
     warm = _warm_start(f, hint, time_limit, seed, stats)
@@ -128,12 +133,12 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
     if not options.get("deterministic", True):  # the whole wall-clock budget, at the price of run-to-run differences
         seconds = math.inf
     search = _Search(f, seed, workers, deadline, bool(options.get("log", False)))
-    run = search.run(red, incumbent, guide, seconds, lns, options.get("window"))
+    run = search.run(red, incumbent, guide, seconds, lns, window)
     if run.status == "infeasible" and red.threshold is not None:
         stats["sentinel_rule"] = "dropped: the model without sentinel entries is infeasible"
         red = reduce_formulation(f, forbid_huge=False)
         incumbent = _mapped(f, red, warm, stats)
-        run = search.run(red, incumbent, incumbent or warm, seconds, lns, options.get("window"))
+        run = search.run(red, incumbent, incumbent or warm, seconds, lns, window)
     stats.update(run.stats)
     if run.bound is None and run.status != "infeasible":
         run.bound = term_minima_bound(f, red)  # CP-SAT gave none (LNS, or no solution): the trivial bound

@@ -11,11 +11,14 @@ round's labeling overfills and decay elsewhere (see ``guide``). Each round's
 labeling is repaired into a valid plan (free memory where cheapest per byte)
 and descended; the best valid plan seeds the annealer.
 
-A max term over several pair tables is not pairwise: the MRF splits its parts
-into factors (one pair with the unary parts on its ends, every other pair on
-its own) and takes the max over alternatives of each (exact for a term over
-one pair, an upper bound otherwise, so nothing costly looks free). The MRF is
-only a guide: every plan is scored by the exact incremental state.
+A max term over several pair tables is not pairwise, so rounds alternate
+between two MRFs. One splits the term's parts into factors (one pair with the
+unary parts on its ends, every other pair on its own) and takes the max over
+alternatives of each: exact for a term over one pair, an upper bound
+otherwise, so nothing costly looks free. The other keeps, of each term, the
+alternative that is the max in the best plan so far: exact near that plan,
+and it sees which of compute and memory time is hidden under the other. The
+MRFs are only guides: every plan is scored by the exact incremental state.
 """
 
 from __future__ import annotations
@@ -30,9 +33,13 @@ DESCEND_WITHIN = 1.25  # descend only repaired plans within this factor of the b
 
 
 class PricedMRF:
-    """The unit MRF with prices: unary vectors, pair tables, and TRW-S messages kept warm."""
+    """The unit MRF with prices: unary vectors, pair tables, and TRW-S messages kept warm.
 
-    def __init__(self, model: CompiledModel):
+    Max terms enter as grouped maxima, or, with ``anchor`` (a unit assignment),
+    as their alternative that is the max at the anchor.
+    """
+
+    def __init__(self, model: CompiledModel, anchor: np.ndarray | None = None):
         m = self.m = model
         n = m.n
         self.base_unary = [np.minimum(m.unary[u] + NEAR * m.unary_bad[u], NEAR) for u in range(n)]
@@ -40,8 +47,12 @@ class PricedMRF:
         for p in m.pairs:
             cost = p.cost if p.bad is None else np.where(p.bad > 0, NEAR, p.cost)
             pair[(p.u, p.v)] = pair.get((p.u, p.v), 0.0) + cost
+        alt = None if anchor is None else m.alt_values(np.append(anchor, 0))
         for js in m.term_alts:
-            for scope, table in _max_term_factors(m, js):
+            if not js:
+                continue
+            chosen = [js[int(np.argmax(alt[js]))]] if alt is not None else js
+            for scope, table in _max_term_factors(m, chosen):
                 if len(scope) == 1:
                     self.base_unary[scope[0]] = self.base_unary[scope[0]] + table
                 else:
@@ -239,7 +250,9 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
     best = state.assignment.copy()
     best_cost = state.cost
     best_round = -1
-    mrf = PricedMRF(m)
+    mrfs = [PricedMRF(m)]
+    if any(m.term_alts):
+        mrfs.append(PricedMRF(m, best))
     covering = covering_units(m)
     limit = float(m.limit) if m.limit is not None else None
     prices = np.zeros(m.num_steps)
@@ -252,6 +265,7 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
             cut = True
             break
         done += 1
+        mrf = mrfs[r % len(mrfs)]
         if limit is not None:
             mrf.set_prices(prices)
         for _ in range(sweeps):
@@ -269,6 +283,8 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
             descend(state, movable, lambda: clock() > deadline)
             if state.cost < best_cost:
                 best, best_cost, best_round = state.assignment.copy(), state.cost, r
+                if len(mrfs) > 1:
+                    mrfs[1] = PricedMRF(m, best)
         if over is not None:
             prices = np.where(over, 2.0 * prices + base, DECAY * prices)
     state.reset(best)

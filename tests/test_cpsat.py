@@ -104,7 +104,9 @@ def test_deterministic_for_a_seed():
     assert runs[0].objective == runs[1].objective
     lns = [cpsat.solve(f, time_limit=4, seed=3, lns=True) for _ in range(2)]
     assert lns[0].assignment == lns[1].assignment and lns[0].offsets == lns[1].offsets
-    for sol in runs + lns:
+    two = [cpsat.solve(f, time_limit=4, seed=3, workers=2) for _ in range(2)]  # interleaved search
+    assert two[0].assignment == two[1].assignment and two[0].offsets == two[1].offsets
+    for sol in runs + lns + two:
         check_valid(f, sol)
         assert not sol.stats["wall_limit_hit"]
 

@@ -67,13 +67,14 @@ from spyreopt.solvers.cpsat_model import (
 )
 
 # CP-SAT deterministic time per wall second, measured with one worker: about 0.19 on IOPDDL and in LNS windows,
-# about 0.1 for a whole model with a NoOverlap2D placement; the values below leave a margin under the wall clock.
+# 0.1 to 1.0 for a whole model with a NoOverlap2D placement (about 0.5-1 on the Spyre kernels, whose proofs need
+# about 1 unit: at 0.09 they stopped short); the values below leave a margin under the wall clock.
 DTIME_PER_SECOND = 0.16
-DTIME_PER_SECOND_PLACED = 0.09
+DTIME_PER_SECOND_PLACED = 0.3
 WINDOW_COST = 1e-4  # deterministic-time charge per node and edge for building one LNS window (Python work)
 GREEDY_SHARE = 0.1  # share of the time limit the greedy warm start may use
 FULL_MODEL_SIZE_PER_SECOND = 4000  # variables + constraints the whole model may have per second of limit
-FULL_MODEL_SIZE_PER_SECOND_PLACED = 1000  # with addresses: a 73k placed model gained nothing whole in 60 s
+FULL_MODEL_SIZE_PER_SECOND_PLACED = 4000  # with addresses; kernels up to ~40k solve whole in 10 s; larger models go to LNS
 MIN_WINDOW = 8
 OPTIONS = {"deterministic", "lns", "log", "window"}
 
@@ -266,7 +267,8 @@ class _Search:
                 **built.counts,
             )
             rate = DTIME_PER_SECOND_PLACED if self.f.placement is not None else DTIME_PER_SECOND
-            result = self._full(built, guide, rate * seconds, stats)
+            # interleaved workers share one core's worth of deterministic time per wall second
+            result = self._full(built, guide, rate * seconds / self.workers, stats)
         result.stats["wall_limit_hit"] = self.wall_hit
         return result
 

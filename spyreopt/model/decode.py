@@ -8,7 +8,10 @@ from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
 from spyreopt.model.problem import Problem
 
 # backend statistics measured in wall-clock time: kept under stats["timing"], out of deterministic JSON
-WALL_CLOCK_STATS = {"seconds", "wall_time", "moves_per_second", "user_time", "deterministic_time", "timing", "placement_seconds", "solve_seconds", "lns_seconds"}
+WALL_CLOCK_STATS = {
+    "seconds", "wall_time", "moves_per_second", "user_time", "timing", "placement_seconds", "solve_seconds",
+    "lns_seconds", "model_seconds", "original_solve_seconds", "wall_limit_hit",
+}  # fmt: skip
 
 
 def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:

@@ -14,18 +14,24 @@ from spyreopt.errors import FormatError
 class Coefficients:
     hbm_bytes_per_ns: float  # one-way effective device-memory bandwidth
     hbm_mixed_ns_per_byte: float  # extra time per byte of min(read, write)
+    hbm_request_ns: float  # controller time per DMA request (a short contiguous run costs a whole request)
+    hbm_latency_ns: float  # latency before a device-memory stream's first request
     macs_per_ns_per_core: float  # sustained matmul rate
     pt_underfill_c: float  # PE-array efficiency 1 - c * rows^-p when a core gets few rows
     pt_underfill_p: float
     vector_elems_per_ns_per_core: float
     transcendental_weight: float  # exp, gelu, ... cost this many vector slots
     stick_reduce_penalty: float  # reducing along the stick dim is this much slower
-    overlap_gamma: float  # op time = compute + mem - gamma * min(compute, mem)
+    overlap_gamma: float  # op time = compute + mem - gamma * f * min(compute, mem)
+    overlap_tile_bytes: float  # f = stream / (stream + this): a few-tile stream overlaps little (0: f = 1)
     relayout_run_ns: float  # relayout = runs * (a + b * log2(split)) + span / rate
     relayout_run_log_ns: float
     relayout_bytes_per_ns: float
+    relayout_link_bytes_per_ns: float  # ring link rate: the busiest link's bytes bound a relayout
+    relayout_hop_ns: float  # ring latency per hop of the farthest fragment
     restick_bytes_per_ns: float
-    restick_run_ns: float
+    restick_run_ns: float  # per DMA request of the staging traffic
+    restick_latency_ns: float  # fixed round trip of one restickify
     psum_bytes_per_ns: float  # partial-sum reduction of a k split over the ring
     op_overhead_ns: float  # launch and barrier per op
 

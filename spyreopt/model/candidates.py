@@ -9,7 +9,8 @@ cores a multiple of source cores, fan-in within the limit) and its cost.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
+from itertools import product
+from math import ceil, prod
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
@@ -25,7 +26,14 @@ from spyreopt.model.division import (
     reduction_split,
 )
 from spyreopt.model.graph import Graph, Op, Tensor
-from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs, elems_per_stick, span_bytes
+from spyreopt.model.layout import (
+    Box,
+    box_extents,
+    box_padded_bytes,
+    contiguous_runs,
+    elems_per_stick,
+    span_bytes,
+)
 from spyreopt.model.opspace import OpSpace, op_space
 
 TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}
@@ -69,6 +77,8 @@ class Layout:
     write_bytes: int  # padded bytes written when the output goes to device memory
     reads: tuple[tuple[tuple[int, Box], ...], ...]  # per operand: (core, box in base coords)
     required: tuple[int | None, ...]  # per operand: required stick dim in base coords (None: any)
+    write_requests: int  # DMA requests of that write
+    stream_bytes: int  # most bytes one core streams (its operand slices, or its output slice): sets the overlap
 
 
 class OpCandidates:
@@ -88,7 +98,7 @@ class OpCandidates:
         self.out: Tensor = g.tensors[op.output]
         self.refs = tuple(resolve(g, x) for x in op.inputs)
         self.g, self.hw, self.coef = g, hw, coef
-        self._sizes: dict[tuple[int, int, int], tuple[int, int]] = {}
+        self._sizes: dict[tuple[int, int, int], tuple[int, int, int]] = {}
         self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
 
     def checked_layout(self, factors: tuple[int, ...], stick: int) -> Layout:
@@ -188,12 +198,15 @@ class OpCandidates:
 
     def _isolated_ns(self, lay: Layout) -> float:
         """The op's time with every operand read from device memory (replicated reads counted): a ranking key."""
-        reads = sum(
-            self.hbm_read_bytes(lay, j, lay.required[j] if lay.required[j] is not None else len(self.g.tensors[r.base].shape) - 1)
-            for j, r in enumerate(self.refs)
-        )
-        mem = cm.hbm_ns(self.coef, reads, lay.write_bytes)
-        return cm.overlap(self.coef, lay.compute_ns, mem) + lay.psum_ns
+        reads = requests = 0
+        for j, r in enumerate(self.refs):
+            stick = lay.required[j] if lay.required[j] is not None else len(self.g.tensors[r.base].shape) - 1
+            reads += self.hbm_read_bytes(lay, j, stick)
+            requests += self.hbm_read_requests(lay, j, stick)
+        coef = self.coef
+        mem = cm.transfer_ns(coef, reads + lay.write_bytes, requests + lay.write_requests)
+        mem += cm.mixed_ns(coef, reads, lay.write_bytes)
+        return cm.overlap(coef, lay.compute_ns, mem, cm.overlap_fraction(coef, lay.stream_bytes)) + lay.psum_ns
 
     def _layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
         hw, coef, space = self.hw, self.coef, self.space
@@ -205,6 +218,7 @@ class OpCandidates:
             if span_bytes(box, self.out.shape, stick, eb, sb) > limit:
                 return None
         reads = []
+        streamed = [0] * div.cores
         for j, ref in enumerate(self.refs):
             base = self.g.tensors[ref.base]
             rstick = required[j] if required[j] is not None else len(base.shape) - 1
@@ -214,13 +228,16 @@ class OpCandidates:
                 if span_bytes(rbox, base.shape, rstick, base.elem_bytes, sb) > limit:
                     return None
                 per_core.append((c, rbox))
+                streamed[c] += box_padded_bytes(rbox, rstick, base.elem_bytes, sb)
             reads.append(tuple(per_core))
         footprint = max(box_padded_bytes(b, stick, eb, sb) for b in own.values())
         write = sum(box_padded_bytes(b, stick, eb, sb) for b in own.values())
+        write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) for b in own.values())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
         psum = cm.psum_ns(coef, footprint, k) if self.op.kind == "matmul" else 0.0
-        return Layout(div, stick, compute, psum, own, footprint, write, tuple(reads), required)
+        stream = max(max(streamed, default=0), footprint)
+        return Layout(div, stick, compute, psum, own, footprint, write, tuple(reads), required, write_requests, stream)
 
     def _read_box(self, j: int, ref: OperandRef, box: Box, div: Division) -> Box:
         base_shape = self.g.tensors[ref.base].shape
@@ -263,13 +280,29 @@ class OpCandidates:
         """Largest padded slice of operand j one core reads: the size of a consumer-side copy."""
         return self._read_sizes(lay, j, base_stick)[1]
 
-    def _read_sizes(self, lay: Layout, j: int, base_stick: int) -> tuple[int, int]:
+    def hbm_read_requests(self, lay: Layout, j: int, base_stick: int) -> int:
+        """DMA requests all cores issue to read operand j from device memory stored with stick ``base_stick``."""
+        return self._read_sizes(lay, j, base_stick)[2]
+
+    def _read_sizes(self, lay: Layout, j: int, base_stick: int) -> tuple[int, int, int]:
         key = (id(lay), j, base_stick)
         if key not in self._sizes:
             base = self.g.tensors[self.refs[j].base]
             sizes = [box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes) for _, b in lay.reads[j]]
-            self._sizes[key] = (sum(sizes), max(sizes))
+            requests = sum(dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) for _, b in lay.reads[j])
+            self._sizes[key] = (sum(sizes), max(sizes), requests)
         return self._sizes[key]
+
+
+def dma_requests(
+    part: Box, shape: tuple[int, ...], stick: int, elem_bytes: int, hw: HardwareSpec, whole: Box | None = None
+) -> int:
+    """DMA requests to move ``part`` of a stick-tiled tensor: each contiguous run, in bursts of at most
+    ``hw.dma_burst_sticks`` sticks (``whole``: the block the part lies in, default the tensor)."""
+    whole = whole or tuple((0, d) for d in shape)
+    runs = contiguous_runs(part, whole, stick, elem_bytes, hw.stick_bytes)
+    sticks = box_padded_bytes(part, stick, elem_bytes, hw.stick_bytes) // hw.stick_bytes
+    return runs * ceil(sticks / runs / hw.dma_burst_sticks)
 
 
 @dataclass(frozen=True)
@@ -282,6 +315,9 @@ class EdgeAnalysis:
     fan_in: int
     copy_bytes: int  # per-core LX bytes of the consumer-side copy (relayout)
     why: str  # reason a relayout is illegal, for diagnostics
+    runs: int = 0  # contiguous runs one consumer core gathers (relayout)
+    link_bytes: int = 0  # bytes over the busiest directed ring link (relayout)
+    hops: int = 0  # the longest way a fragment travels around the ring (relayout)
 
 
 def analyse_edge(
@@ -299,8 +335,51 @@ def analyse_edge(
         legal, reason = False, f"destination cores {dst} not a multiple of source cores {src}"
     elif fan_in > hw.relayout_fan_in:
         legal, reason = False, f"fan-in {fan_in} exceeds {hw.relayout_fan_in}"
-    ns = cm.relayout_ns(coef, runs, fan_in, copy) if legal else 0.0
-    return EdgeAnalysis(inplace, legal, ns, fan_in, copy, reason or why)
+    if not legal or inplace:
+        return EdgeAnalysis(inplace, legal, 0.0, fan_in, copy, reason or why, runs)
+    link, hops = ring_traffic(prod_lay, reads, tensor, hw)
+    ns = cm.relayout_ns(coef, runs, fan_in, copy, link, hops)
+    return EdgeAnalysis(inplace, legal, ns, fan_in, copy, why, runs, link, hops)
+
+
+def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> tuple[int, int]:
+    """(bytes over the busiest directed ring link, longest hop count) when every consumer core gathers its
+    fragments from the owner cores, each the shorter way round (ties clockwise)."""
+    n, sb, eb, stick = hw.cores, hw.stick_bytes, tensor.elem_bytes, prod_lay.stick
+    owner_of = {box: c for c, box in prod_lay.owner_boxes.items()}
+    ranges = [sorted({box[d] for box in owner_of}) for d in range(len(tensor.shape))]
+    cw, ccw = [0] * (2 * n + 1), [0] * (2 * n + 1)  # difference arrays over an unrolled ring
+    hops = 0
+    for c, box in reads:
+        # per dim, the owner ranges this core's box overlaps and by how much (padded to sticks on the stick dim)
+        hits = [
+            [(r, min(hi, r[1]) - max(lo, r[0])) for r in ranges[d] if r[0] < hi and lo < r[1]]
+            for d, (lo, hi) in enumerate(box)
+        ]
+        for combo in product(*hits):
+            o = owner_of.get(tuple(r for r, _ in combo))
+            if o is None or o == c:
+                continue
+            nbytes = sb
+            for d, (_, ext) in enumerate(combo):
+                nbytes *= -(-ext * eb // sb) if d == stick else ext
+            right, left = (c - o) % n, (o - c) % n
+            hops = max(hops, min(right, left))
+            if right <= left:  # links o -> o+1 ... on the way clockwise
+                cw[o] += nbytes
+                cw[o + right] -= nbytes
+            else:  # links c+1 -> c ... counter-clockwise, indexed by their source core minus one
+                ccw[c] += nbytes
+                ccw[c + left] -= nbytes
+    return max(_arc_max(cw, n), _arc_max(ccw, n)), hops
+
+
+def _arc_max(diff: list[int], n: int) -> int:
+    load, run = [0] * n, 0
+    for i in range(2 * n):
+        run += diff[i]
+        load[i % n] += run
+    return max(load)
 
 
 def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[int, int, str]:
@@ -326,18 +405,34 @@ def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[
     return fan, runs, ""
 
 
-def restick_cost_ns(coef: Coefficients, payload: int, stick_bytes: int) -> float:
-    return cm.restick_ns(coef, payload, -(-payload // stick_bytes))
+def restick_traffic(
+    cands: OpCandidates, lay: Layout, j: int, stored: int, need: int, producer: Layout | None
+) -> tuple[int, int]:
+    """(bytes, DMA requests) a restickify of operand j stages through device memory.
+
+    The consumer cores read their slices in the stored stick and transpose them. A
+    resident producer (``producer`` given) first writes its slices out; a tensor
+    already in device memory is written back in the needed stick, and the op then
+    reads that copy like any device-memory operand.
+    """
+    nbytes, requests = cands.hbm_read_bytes(lay, j, stored), cands.hbm_read_requests(lay, j, stored)
+    if producer is not None:
+        return nbytes + producer.write_bytes, requests + producer.write_requests
+    return nbytes + cands.hbm_read_bytes(lay, j, need), requests + cands.hbm_read_requests(lay, j, need)
 
 
-def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, float]:
-    """Bytes read from device memory and restickify ns for a graph input or weight operand."""
+def restick_cost_ns(cands: OpCandidates, lay: Layout, j: int, stored: int, need: int, producer: Layout | None) -> float:
+    return cm.restick_ns(cands.coef, *restick_traffic(cands, lay, j, stored, need, producer))
+
+
+def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float]:
+    """(bytes, DMA requests) the op reads of a graph input or weight operand, in the stick it reads it
+    in, and the restickify ns when that is not the stick it is stored in (its last dim)."""
     base = cands.g.tensors[cands.refs[j].base]
     stored = len(base.shape) - 1
-    need = lay.required[j]
-    read = cands.hbm_read_bytes(lay, j, stored)
-    restick = restick_cost_ns(cands.coef, read, cands.hw.stick_bytes) if need is not None and need != stored else 0.0
-    return read, restick
+    need = stored if lay.required[j] is None else lay.required[j]
+    restick = restick_cost_ns(cands, lay, j, stored, need, None) if need != stored else 0.0
+    return cands.hbm_read_bytes(lay, j, need), cands.hbm_read_requests(lay, j, need), restick
 
 
 def box_summary(box: Box) -> list[list[int]]:
@@ -346,5 +441,5 @@ def box_summary(box: Box) -> list[list[int]]:
 
 __all__ = [
     "EdgeAnalysis", "Layout", "OpCandidates", "OperandRef", "analyse_edge", "box_extents", "box_summary",
-    "leaf_read", "resolve", "restick_cost_ns",
+    "dma_requests", "leaf_read", "resolve", "restick_cost_ns", "restick_traffic", "ring_traffic",
 ]  # fmt: skip

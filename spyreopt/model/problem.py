@@ -38,6 +38,7 @@ from spyreopt.model.candidates import (
     resolve,
     restick_cost_ns,
 )
+from spyreopt.model.division import reduction_split
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement, affine_value
 from spyreopt.model.graph import Graph
 
@@ -69,6 +70,23 @@ class EdgeRef:
     consumer: int
     operand: int
     tensor: str
+
+
+@dataclass(frozen=True)
+class UnaryParts:
+    """The costs of one candidate that do not depend on its edges, in ps."""
+
+    overhead: int
+    psum: int
+    restick: int  # restickify of graph inputs and weights read in another stick
+    split_write: int  # a k split writes its output after the partial sums: not overlapped
+    compute: int
+    mem: int  # device-memory time overlapped with compute (leaf reads, the write, the balance term)
+    leaf_bytes: int
+
+    @property
+    def additive(self) -> int:
+        return self.overhead + self.psum + self.restick + self.split_write
 
 
 @dataclass
@@ -191,23 +209,42 @@ class Problem:
     # ---- costs -------------------------------------------------------------
     def unary(self, i: int, s: int) -> tuple[int, int, int, int]:
         """(additive ps, compute ps, memory ps outside edges, leaf-read bytes) of op i's candidate s."""
+        u = self.unary_parts(i, s)
+        return u.additive, u.compute, u.mem, u.leaf_bytes
+
+    def unary_parts(self, i: int, s: int) -> UnaryParts:
         cand, lay, coef = self.candidates[i][s], self.layout(i, s), self.coef
-        leaf_bytes, restick = 0, 0
+        leaf_bytes = leaf_requests = restick = 0
         for j, ref in enumerate(self.cands[i].refs):
             if self.graph.tensors[ref.base].producer is None:
-                rb, rn = leaf_read(self.cands[i], lay, j)
-                leaf_bytes += rb
-                restick += cm.ps(rn)
+                rb, rq, rn = leaf_read(self.cands[i], lay, j)
+                leaf_bytes, leaf_requests, restick = leaf_bytes + rb, leaf_requests + rq, restick + cm.ps(rn)
         write = lay.write_bytes if cand.residency != "lx" else 0
-        mem = cm.ps(leaf_bytes / coef.hbm_bytes_per_ns) + cm.ps(write / coef.hbm_bytes_per_ns)
+        write_ps = cm.ps(cm.transfer_ns(coef, write, lay.write_requests if write else 0, 1 if write else 0))
+        split = reduction_split(self.cands[i].space, lay.division) > 1
+        overlapped_write = 0 if split else write
+        mem = cm.ps(cm.transfer_ns(coef, leaf_bytes, leaf_requests, 1 if self.reads_leaf[i] else 0))
+        mem += 0 if split else write_ps
+        frac = self.fraction(i, s)
         if cand.branch == "r":
-            mem += cm.ps(coef.hbm_mixed_ns_per_byte * leaf_bytes)
+            mem += cm.ps(coef.hbm_mixed_ns_per_byte * frac * leaf_bytes)
         elif cand.branch == "w":
-            mem += cm.ps(coef.hbm_mixed_ns_per_byte * write)
+            mem += cm.ps(coef.hbm_mixed_ns_per_byte * frac * overlapped_write)
         else:
-            mem += cm.ps(coef.hbm_mixed_ns_per_byte * min(leaf_bytes, write))
-        additive = cm.ps(coef.op_overhead_ns) + cm.ps(lay.psum_ns) + restick
-        return additive, cm.ps(lay.compute_ns), mem, leaf_bytes
+            mem += cm.ps(coef.hbm_mixed_ns_per_byte * frac * min(leaf_bytes, overlapped_write))
+        return UnaryParts(
+            cm.ps(coef.op_overhead_ns), cm.ps(lay.psum_ns), restick, write_ps if split else 0,
+            cm.ps(lay.compute_ns), mem, leaf_bytes,
+        )  # fmt: skip
+
+    def fraction(self, i: int, s: int) -> float:
+        """How much of candidate s's time compute and memory overlap (few double-buffered tiles: little)."""
+        return cm.overlap_fraction(self.coef, self.layout(i, s).stream_bytes)
+
+    @cached_property
+    def reads_leaf(self) -> list[bool]:
+        """Per op: reads a graph input or weight, so its device-memory read stream starts anyway."""
+        return [any(self.graph.tensors[r.base].producer is None for r in oc.refs) for oc in self.cands]
 
     def pair(self, k: int, su: int, sv: int) -> PairInfo | None:
         """Edge k's mode and costs for producer candidate su and consumer candidate sv (None: impossible)."""
@@ -219,7 +256,7 @@ class Problem:
         info = self._pair_cache[key]
         if info is None or info.read_bytes == 0 or cv.branch != "r":
             return info
-        mix = cm.ps(self.coef.hbm_mixed_ns_per_byte * info.read_bytes)
+        mix = cm.ps(self.coef.hbm_mixed_ns_per_byte * self.fraction(e.consumer, sv) * info.read_bytes)
         return PairInfo(info.mode, info.extra_ps, info.read_ps + mix, info.read_bytes, info.copy_bytes, info.restick, info.fan_in)
 
     def _pair(self, e: EdgeRef, cu: Candidate, cv: Candidate) -> PairInfo | None:
@@ -228,14 +265,18 @@ class Problem:
         plan_v = cons.layouts[cv.layout]
         need = plan_v.required[e.operand]
         restick = need is not None and need != plan_u.stick
-        read = cons.hbm_read_bytes(plan_v, e.operand, plan_u.stick)
-        read_ps = cm.ps(read / self.coef.hbm_bytes_per_ns)
-        restick_ps = cm.ps(restick_cost_ns(self.coef, read, self.hw.stick_bytes)) if restick else 0
+        stick = need if restick else plan_u.stick  # a device-memory read is of the copy in the needed stick
+        read = cons.hbm_read_bytes(plan_v, e.operand, stick)
+        requests = cons.hbm_read_requests(plan_v, e.operand, stick)
+        streams = 0 if self.reads_leaf[e.consumer] else 1  # per edge: exact when one edge reads device memory
+        read_ps = cm.ps(cm.transfer_ns(self.coef, read, requests, streams))
         if cu.residency == "hbm":
+            restick_ps = cm.ps(restick_cost_ns(cons, plan_v, e.operand, plan_u.stick, need, None)) if restick else 0
             return PairInfo("hbm", restick_ps, read_ps, read, 0, restick, 0)
         ea = self.edge_analysis(e, cu.layout, cv.layout)
         if restick:  # the copy is written in the consumer's stick layout: size it there
             copy = cons.max_read_bytes(plan_v, e.operand, need)
+            restick_ps = cm.ps(restick_cost_ns(cons, plan_v, e.operand, plan_u.stick, need, plan_u))
             return PairInfo("restickify", restick_ps, 0, 0, copy, True, 0)
         if ea.inplace:
             return PairInfo("inplace", 0, 0, 0, 0, False, 1)
@@ -257,9 +298,10 @@ class Problem:
             )  # fmt: skip
         return self._edge_cache[key]
 
-    def op_time_ps(self, compute: int, mem: int) -> int:
-        """compute + mem - gamma*min(compute, mem), as max of two affine forms in integers."""
-        g1 = 1.0 - self.coef.overlap_gamma
+    def op_time_ps(self, compute: int, mem: int, fraction: float = 1.0) -> int:
+        """compute + mem - gamma*fraction*min(compute, mem), as max of two affine forms in integers
+        (the default fraction 1 is the most overlap: a lower bound for any candidate)."""
+        g1 = 1.0 - self.coef.overlap_gamma * fraction
         return max(int(round(g1 * compute)) + mem, compute + int(round(g1 * mem)))
 
     # ---- the standard form -------------------------------------------------
@@ -312,7 +354,10 @@ class Problem:
                     ok[a, b] = False
                     continue
                 extra[a, b], copy[a, b], read_ps[a, b], read_b[a, b] = info.extra_ps, info.copy_bytes, info.read_ps, info.read_bytes
-        mix = np.round(self.coef.hbm_mixed_ns_per_byte * read_b.astype(np.float64) * cm.PS_PER_NS).astype(np.int64)
+        frac = np.array([cm.overlap_fraction(self.coef, self.cands[e.consumer].layouts[lv].stream_bytes) for lv in vkeys])
+        # same operation order as pair(): (a * f) * bytes, then to ps
+        mix = np.round((self.coef.hbm_mixed_ns_per_byte * frac)[None, :] * read_b.astype(np.float64) * cm.PS_PER_NS)
+        mix = mix.astype(np.int64)
         r_twin = np.array([c.branch == "r" for c in cv_list])
         mem = read_ps[pu][:, pv] + np.where(r_twin[None, :], mix[pu][:, pv], 0)
         return extra[pu][:, pv], ok[pu][:, pv], copy[pu][:, pv], mem
@@ -322,9 +367,9 @@ class Problem:
         comp = np.array([self.unary(i, s)[1] for s in range(n)], dtype=np.int64)
         mem = np.array([self.unary(i, s)[2] for s in range(n)], dtype=np.int64)
         incoming = [k for k, e in enumerate(self.edges) if e.consumer == i]
-        g1 = 1.0 - self.coef.overlap_gamma
+        g1 = 1.0 - self.coef.overlap_gamma * np.array([self.fraction(i, s) for s in range(n)])
 
-        def scaled(a: np.ndarray) -> np.ndarray:  # same rounding as op_time_ps (half to even)
+        def scaled(a: np.ndarray) -> np.ndarray:  # same rounding as op_time_ps (half to even); last axis: this op
             return np.round(g1 * a.astype(np.float64)).astype(np.int64)
 
         alt_mem = Affine(scaled(comp) + mem, tuple((k, mem_tables[k]) for k in incoming))
@@ -338,8 +383,8 @@ class Problem:
         out: dict[str, OpBreakdown] = {}
         for i, o in enumerate(self.ops):
             s = assignment[i]
-            additive, compute, mem, _ = self.unary(i, s)
-            lay = self.layout(i, s)
+            u = self.unary_parts(i, s)
+            compute, mem = u.compute, u.mem
             spill = relayout = restick = 0
             for k, e in enumerate(self.edges):
                 if e.consumer != i:
@@ -355,16 +400,15 @@ class Problem:
                     relayout += info.extra_ps
                 else:
                     restick += info.extra_ps
-            leaf_restick = additive - cm.ps(self.coef.op_overhead_ns) - cm.ps(lay.psum_ns)
-            t = self.op_time_ps(compute, mem + spill)
+            t = self.op_time_ps(compute, mem + spill, self.fraction(i, s))
             out[o.name] = OpBreakdown(
                 compute=compute * us,
-                memory=mem * us,
+                memory=(mem + u.split_write) * us,
                 spill=spill * us,
                 overlap=(t - compute - mem - spill) * us,
-                restickify=(restick + leaf_restick) * us,
+                restickify=(restick + u.restick) * us,
                 relayout=relayout * us,
-                overhead=(additive - leaf_restick) * us,
+                overhead=(u.overhead + u.psum) * us,
             )
         return out
 
@@ -378,7 +422,7 @@ class Problem:
                     info = self.pair(k, assignment[e.producer], s)
                     mem += info.read_ps
                     additive += info.extra_ps
-            total += additive + self.op_time_ps(compute, mem)
+            total += additive + self.op_time_ps(compute, mem, self.fraction(i, s))
         return total
 
     def normalize(self, assignment) -> tuple[int, ...]:

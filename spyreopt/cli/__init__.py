@@ -8,7 +8,7 @@ import sys
 
 from spyreopt.errors import SpyreoptError
 
-SUBCOMMANDS = ["solve", "show", "simulate", "place", "iopddl", "bench", "cache", "sweep"]
+SUBCOMMANDS = ["solve", "show", "simulate", "place", "iopddl", "bench", "cache", "sweep", "fit"]
 
 
 def build_parser() -> argparse.ArgumentParser:

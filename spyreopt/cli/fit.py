@@ -1,0 +1,68 @@
+"""``spyreopt fit``: fit the cost model's coefficients to the simulator (or to a CSV of
+device measurements) and print the held-out error per op family."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from spyreopt.costmodel.fit import fit, format_table
+from spyreopt.costmodel.sampling import FAMILIES, random_configs, read_csv, simulate_samples, write_csv
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="fit the cost model to the simulator or a CSV of measurements; print the held-out error per op family",
+        description="Sample configurations per op family (matmul, bmm, pointwise, reduction, softmax, relayout, "
+        "restickify) from the planner's own candidates, measure them on the simulator (or read measurements from "
+        "--csv; columns in spyreopt.costmodel.sampling), fit the coefficients by bounded least squares on relative "
+        "error, and print per family the RMS relative error and Spearman rank correlation on held-out configurations.",
+    )
+    p.add_argument("--samples", type=int, default=200, metavar="N", help="configurations per family (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the configurations and of the held-out split")
+    p.add_argument("--csv", metavar="FILE", help="fit to these measurements instead of simulating")
+    p.add_argument("--holdout", type=float, default=0.3, help="fraction of each family held out (default 0.3)")
+    p.add_argument("--out", metavar="FILE", help="write the fitted coefficients here (loadable by Coefficients.load)")
+    p.add_argument("--save-samples", metavar="FILE", help="write the simulated samples as a CSV (to rerun on a device)")
+    p.set_defaults(func=_fit)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    if args.samples < 2:
+        print("spyreopt fit: --samples must be at least 2", file=sys.stderr)
+        return 2
+    if not 0 <= args.holdout < 1:
+        print("spyreopt fit: --holdout must be in [0, 1)", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    if args.csv:
+        samples = read_csv(args.csv)
+        print(f"{len(samples)} measurements from {args.csv}")
+    else:
+        configs = random_configs(args.samples, args.seed)
+        samples, rejected = simulate_samples(configs)
+        print(f"{len(samples)} configurations simulated ({args.samples} per family x {len(FAMILIES)} families)")
+        for config, why in rejected:
+            print(f"  rejected by the simulator: {config.family} {config.decisions}: {why}")
+        if args.save_samples:
+            write_csv(samples, args.save_samples)
+            print(f"samples written to {args.save_samples}")
+    result = fit(samples, holdout=args.holdout, seed=args.seed)
+    print(f"fit: {result.message} ({result.stats['nfev']} evaluations, {time.perf_counter() - start:.1f} s in all)")
+    print("\nstarting point (public figures; START values for the terms they lack):")
+    print(format_table(result.start_table))
+    print(f"\nfitted ({'held-out' if result.n_test else 'training'} configurations):")
+    print(result.format())
+    if args.out:
+        source = " ".join(["spyreopt", "fit", *_argv(args)])
+        result.to_json(args.out, source=source)
+        print(f"\ncoefficients written to {args.out}")
+    return 0
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The options that reproduce this fit (for the coefficient file's "source")."""
+    out = ["--csv", args.csv] if args.csv else ["--samples", str(args.samples)]
+    return out + ["--seed", str(args.seed), "--holdout", str(args.holdout), "--out", args.out]

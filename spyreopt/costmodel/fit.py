@@ -1,0 +1,392 @@
+"""Fit the analytic cost model's coefficients to measurements, and report its error.
+
+Each configuration (``sampling.Config``) is turned into the coefficient-free
+quantities the cost model combines (``terms``: MACs and rows per core, bytes and
+DMA requests to and from device memory, streams, staged restickify traffic,
+relayout runs and ring-link bytes, ...) by the planner's own ``Problem`` with the
+configuration's decisions fixed. ``predict`` evaluates the model on them for any
+coefficients, vectorised; it equals ``Problem.evaluate`` (tests check it), so the
+fitted error is the planner's error. ``fit`` minimises the relative error
+``predicted / measured - 1`` on a seeded per-family training split with
+``scipy.optimize.least_squares`` (bounded), and reports per family the RMS
+relative error and the Spearman rank correlation on the held-out configurations.
+
+The fit starts from the public figures (``spyre_public.json``) with the terms
+they lack (DMA requests, stream latency, tile overlap, restickify round trip)
+at rough physical guesses (``START``), so a fit is reproducible from its samples.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field, fields
+from math import prod
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import spearmanr
+
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.costmodel.sampling import FAMILIES, Config, Sample, reference_coefficients
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.candidates import TRANSCENDENTAL, leaf_read, restick_traffic
+from spyreopt.model.division import reduction_split
+from spyreopt.model.problem import Problem
+
+NAMES = tuple(f.name for f in fields(Coefficients))
+BOUNDS: dict[str, tuple[float, float]] = {
+    "hbm_bytes_per_ns": (10.0, 2000.0),
+    "hbm_mixed_ns_per_byte": (0.0, 0.05),
+    "hbm_request_ns": (0.0, 200.0),
+    "hbm_latency_ns": (0.0, 5000.0),
+    "macs_per_ns_per_core": (100.0, 10000.0),
+    "pt_underfill_c": (0.0, 3.0),
+    "pt_underfill_p": (0.05, 3.0),
+    "vector_elems_per_ns_per_core": (1.0, 4000.0),
+    "transcendental_weight": (1.0, 20.0),
+    "stick_reduce_penalty": (1.0, 10.0),
+    "overlap_gamma": (0.0, 1.0),
+    "overlap_tile_bytes": (0.0, 1e8),
+    "relayout_run_ns": (-100.0, 100.0),
+    "relayout_run_log_ns": (-100.0, 100.0),
+    "relayout_bytes_per_ns": (10.0, 1e5),
+    "relayout_link_bytes_per_ns": (10.0, 1e5),
+    "relayout_hop_ns": (0.0, 100.0),
+    "restick_bytes_per_ns": (10.0, 1e5),
+    "restick_run_ns": (0.0, 1000.0),
+    "restick_latency_ns": (0.0, 1e4),
+    "psum_bytes_per_ns": (10.0, 1e5),
+    "op_overhead_ns": (0.0, 1e4),
+}
+START = {
+    "hbm_request_ns": 2.0,
+    "hbm_latency_ns": 100.0,
+    "overlap_tile_bytes": 65536.0,
+    "relayout_hop_ns": 1.0,
+    "restick_latency_ns": 100.0,
+}
+
+
+# ---- coefficient-free terms -------------------------------------------------------
+@dataclass
+class Terms:
+    """Per op (arrays over every op of every sample) what the cost model combines, plus per relayout edge."""
+
+    sample: np.ndarray  # the sample each op belongs to
+    weight: dict[str, np.ndarray]  # per target quantity ("op", "relayout", "restickify"): 1 where the op counts
+    values: dict[str, np.ndarray]  # per term name, one value per op
+    relayout_op: np.ndarray  # per relayout edge: its op's row
+    relayout: dict[str, np.ndarray]  # runs, fan_in, copy, link, hops per relayout edge
+    n_samples: int
+
+
+def _config_ops(config: Config, hw: HardwareSpec, coef: Coefficients) -> list[dict]:
+    """One dict of terms per op of the configuration's plan."""
+    problem = Problem(config.graph(), hw, coef, fixed=config.decision_map())
+    a = problem.normalize([0] * len(problem.ops))
+    quantity, _, target_op = config.target.partition(":")
+    rows = []
+    for i, o in enumerate(problem.ops):
+        t = _op_terms(problem, a, i)
+        counts = quantity == "total" or o.name == target_op
+        t["weight_op"] = float(counts and quantity in ("op", "total"))
+        t["weight_relayout"] = float(counts and quantity == "relayout")
+        t["weight_restickify"] = float(counts and quantity == "restickify")
+        rows.append(t)
+    return rows
+
+
+def _op_terms(problem: Problem, a, i: int) -> dict:
+    """Mirror of ``Problem.unary_parts`` and ``Problem._pair`` for op i, without coefficients."""
+    cands, s = problem.cands[i], a[i]
+    lay, cand, op = problem.layout(i, s), problem.candidates[i][s], cands.op
+    space, div = cands.space, lay.division
+    t = dict.fromkeys(
+        ("matmul", "work", "rows", "trans", "sred", "psum_bytes", "ksplit", "r_bytes", "r_req", "r_streams", "w_bytes",
+         "w_req", "w_streams", "sw_bytes", "sw_req", "sw_streams", "rs_bytes", "rs_req", "rs_count"), 0.0,
+    )  # fmt: skip
+    t["work"] = prod(-(-e // f) for e, f in zip(space.extents, div.factors))
+    t["stream"] = lay.stream_bytes
+    if op.kind == "matmul":
+        m = len(space.dims) - 3
+        t.update(
+            matmul=1.0,
+            rows=-(-space.extents[m] // div.factors[m]),
+            psum_bytes=lay.footprint,
+            ksplit=reduction_split(space, div),
+        )
+    else:
+        t["rows"] = 1.0
+        t["trans"] = float(op.kind == "pointwise" and op.attrs.get("fn", "copy") in TRANSCENDENTAL)
+        t["sred"] = float(op.kind == "reduce" and lay.stick in op.attrs["dims"])
+    reads_leaf = problem.reads_leaf[i]
+    for j, ref in enumerate(cands.refs):
+        base = problem.graph.tensors[ref.base]
+        if base.producer is not None:
+            continue
+        nbytes, requests, _ = leaf_read(cands, lay, j)
+        t["r_bytes"] += nbytes
+        t["r_req"] += requests
+        stored = len(base.shape) - 1
+        need = stored if lay.required[j] is None else lay.required[j]
+        if need != stored:
+            _add_restick(t, restick_traffic(cands, lay, j, stored, need, None))
+    t["r_streams"] = float(reads_leaf)
+    if cand.residency != "lx":
+        prefix = "sw" if reduction_split(space, div) > 1 else "w"
+        t[f"{prefix}_bytes"], t[f"{prefix}_req"], t[f"{prefix}_streams"] = lay.write_bytes, lay.write_requests, 1.0
+    t["relayouts"] = []
+    for k, e in enumerate(problem.edges):
+        if e.consumer != i:
+            continue
+        info = problem.pair(k, a[e.producer], s)
+        prod_lay = problem.layout(e.producer, a[e.producer])
+        need = lay.required[e.operand]
+        if info.mode in ("hbm", "spill"):
+            stick = need if info.restick else prod_lay.stick
+            t["r_bytes"] += info.read_bytes
+            t["r_req"] += cands.hbm_read_requests(lay, e.operand, stick)
+            t["r_streams"] += 0.0 if reads_leaf else 1.0
+        if info.restick:
+            producer = prod_lay if info.mode == "restickify" else None
+            _add_restick(t, restick_traffic(cands, lay, e.operand, prod_lay.stick, need, producer))
+        if info.mode == "relayout":
+            ea = problem.edge_analysis(e, problem.candidates[e.producer][a[e.producer]].layout, cand.layout)
+            t["relayouts"].append((ea.runs, ea.fan_in, ea.copy_bytes, ea.link_bytes, ea.hops))
+    return t
+
+
+def _add_restick(t: dict, traffic: tuple[int, int]) -> None:
+    t["rs_bytes"] += traffic[0]
+    t["rs_req"] += traffic[1]
+    t["rs_count"] += 1.0
+
+
+def terms(configs: list[Config], hw: HardwareSpec | None = None) -> Terms:
+    """The terms of every configuration's plan (derived with the reference coefficients, as it was measured)."""
+    if not configs:
+        raise ValueError("terms: no configurations")
+    hw, coef = hw or HardwareSpec(), reference_coefficients()
+    ops, owner = [], []
+    for n, config in enumerate(configs):
+        rows = _config_ops(config, hw, coef)
+        ops += rows
+        owner += [n] * len(rows)
+    keys = [k for k in ops[0] if k != "relayouts" and not k.startswith("weight_")]
+    values = {k: np.array([float(o[k]) for o in ops]) for k in keys}
+    weight = {q: np.array([o[f"weight_{q}"] for o in ops]) for q in ("op", "relayout", "restickify")}
+    edges = [(row, *r) for row, o in enumerate(ops) for r in o["relayouts"]]
+    rl = np.array(edges, dtype=float).reshape(-1, 6)
+    relayout = {k: rl[:, c + 1] for c, k in enumerate(("runs", "fan_in", "copy", "link", "hops"))}
+    return Terms(np.array(owner, dtype=int), weight, values, rl[:, 0].astype(int), relayout, len(configs))
+
+
+# ---- the model on the terms ----------------------------------------------------------
+def _transfer(c: dict, v: dict, prefix: str) -> np.ndarray:
+    return (
+        v[f"{prefix}_bytes"] / c["hbm_bytes_per_ns"]
+        + c["hbm_request_ns"] * v[f"{prefix}_req"]
+        + c["hbm_latency_ns"] * v[f"{prefix}_streams"]
+    )
+
+
+def predict_parts(c: dict, t: Terms) -> dict[str, np.ndarray]:
+    """Per op, ns: the op's total, its relayout and its restickify (same formulas as ``costmodel.analytic``)."""
+    v = t.values
+    eff = np.clip(1.0 - c["pt_underfill_c"] * v["rows"] ** (-c["pt_underfill_p"]), 0.05, 1.0)
+    vector = v["work"] * np.where(v["trans"] > 0, c["transcendental_weight"], 1.0)
+    vector = vector * np.where(v["sred"] > 0, c["stick_reduce_penalty"], 1.0) / c["vector_elems_per_ns_per_core"]
+    compute = np.where(v["matmul"] > 0, v["work"] / (c["macs_per_ns_per_core"] * eff), vector)
+    tile = c["overlap_tile_bytes"]
+    frac = v["stream"] / (v["stream"] + tile) if tile > 0 else np.ones_like(v["stream"])
+    mixed = c["hbm_mixed_ns_per_byte"] * frac * np.minimum(v["r_bytes"], v["w_bytes"])
+    mem = _transfer(c, v, "r") + _transfer(c, v, "w") + mixed
+    psum = np.where(v["ksplit"] > 1, (v["ksplit"] - 1) * v["psum_bytes"] / c["psum_bytes_per_ns"], 0.0)
+    restick = np.where(
+        v["rs_count"] > 0,
+        v["rs_bytes"] / c["restick_bytes_per_ns"]
+        + v["rs_req"] * c["restick_run_ns"]
+        + v["rs_count"] * c["restick_latency_ns"],
+        0.0,
+    )
+    r = t.relayout
+    per_run = c["relayout_run_ns"] + c["relayout_run_log_ns"] * np.log2(np.maximum(r["fan_in"], 1.0))
+    gather = np.maximum(r["runs"] * per_run, 0.0) + r["copy"] / c["relayout_bytes_per_ns"]
+    edge = r["hops"] * c["relayout_hop_ns"] + np.maximum(gather, r["link"] / c["relayout_link_bytes_per_ns"])
+    relayout = np.zeros(len(t.sample))
+    np.add.at(relayout, t.relayout_op, edge)
+    time = compute + mem - c["overlap_gamma"] * frac * np.minimum(compute, mem)
+    total = c["op_overhead_ns"] + psum + _transfer(c, v, "sw") + restick + relayout + time
+    return {"op": total, "relayout": relayout, "restickify": restick}
+
+
+def predict_us(coefficients: Coefficients, t: Terms) -> np.ndarray:
+    """The model's value of every sample's target, in microseconds."""
+    return _predict(coefficients.to_dict(), t) * 1e-3
+
+
+def _predict(c: dict, t: Terms) -> np.ndarray:
+    parts = predict_parts(c, t)
+    out = np.zeros(t.n_samples)
+    for q, arr in parts.items():
+        np.add.at(out, t.sample, t.weight[q] * arr)
+    return out
+
+
+# ---- held-out split and scores ---------------------------------------------------------
+def split(samples: list[Sample], holdout: float, seed: int) -> tuple[list[int], list[int]]:
+    """A seeded per-family split: ``holdout`` of each family's samples held out (deterministic)."""
+    if not 0 <= holdout < 1:
+        raise ValueError(f"holdout must be in [0, 1), got {holdout}")
+    train, test = [], []
+    for family in sorted({s.config.family for s in samples}):
+        idx = [n for n, s in enumerate(samples) if s.config.family == family]
+        random.Random(f"{seed}:{family}").shuffle(idx)
+        k = min(round(holdout * len(idx)), len(idx) - 1) if holdout > 0 else 0
+        test += sorted(idx[:k])
+        train += sorted(idx[k:])
+    return sorted(train), sorted(test)
+
+
+@dataclass(frozen=True)
+class FamilyScore:
+    family: str
+    n_train: int
+    n_test: int
+    rms_rel: float  # RMS of predicted / measured - 1 on the held-out samples (the training ones when none is)
+    spearman: float
+    max_rel: float
+
+
+def scores(
+    predicted: np.ndarray, measured: np.ndarray, families: list[str], train: list[int], test: list[int]
+) -> list[FamilyScore]:
+    """Per family, the error on its held-out samples (on its training samples when none is held out)."""
+    out = []
+    for family in [f for f in FAMILIES if f in families] + sorted(set(families) - set(FAMILIES)):
+        tr = [n for n in train if families[n] == family]
+        te = [n for n in test if families[n] == family]
+        scored = te or tr
+        rel = predicted[scored] / measured[scored] - 1.0
+        rho = float(spearmanr(predicted[scored], measured[scored]).statistic) if len(scored) > 2 else float("nan")
+        rms = float(np.sqrt(np.mean(rel**2)))
+        out.append(FamilyScore(family, len(tr), len(te), rms, rho, float(np.abs(rel).max())))
+    return out
+
+
+def format_table(rows: list[FamilyScore]) -> str:
+    head = f"{'family':12s} {'n_train':>7s} {'n_test':>6s} {'RMS rel err':>11s} {'Spearman':>8s} {'max rel err':>11s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.family:12s} {r.n_train:7d} {r.n_test:6d} {r.rms_rel:11.1%} {r.spearman:8.4f} {r.max_rel:11.1%}"
+        )
+    return "\n".join(lines)
+
+
+# ---- the fit --------------------------------------------------------------------------
+@dataclass
+class FitResult:
+    coefficients: Coefficients
+    table: list[FamilyScore]  # held-out scores of the fitted coefficients
+    start_table: list[FamilyScore]  # the same for the starting coefficients
+    n_samples: int
+    n_train: int
+    n_test: int
+    holdout: float
+    seed: int
+    message: str  # the optimiser's status
+    stats: dict = field(default_factory=dict)
+
+    def format(self) -> str:
+        return format_table(self.table)
+
+    def to_json(self, path: str | Path | None = None, source: str = "") -> str:
+        """A coefficient file (loadable by ``Coefficients.load``) with its fit report; written to ``path`` if given."""
+        data = {
+            "source": source or f"spyreopt fit on {self.n_samples} configurations",
+            "coefficients": self.coefficients.to_dict(),
+            "fit": {
+                "holdout": self.holdout,
+                "seed": self.seed,
+                "n_samples": self.n_samples,
+                "families": [vars(r) for r in self.table],
+            },
+        }
+        text = json.dumps(data, indent=2) + "\n"
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+
+def fit(
+    samples: list[Sample],
+    *,
+    holdout: float = 0.3,
+    seed: int = 0,
+    start: Coefficients | None = None,
+    hw: HardwareSpec | None = None,
+    free: tuple[str, ...] = NAMES,
+) -> FitResult:
+    """Fit the coefficients in ``free`` to ``samples`` on a seeded per-family split; score on the held-out rest.
+
+    ``start`` defaults to the public figures with ``START`` for the terms they lack;
+    coefficients not in ``free`` keep their starting value.
+    """
+    if not samples:
+        raise ValueError("fit: no samples")
+    unknown = sorted(set(free) - set(NAMES))
+    if unknown:
+        raise ValueError(f"fit: unknown coefficient(s) {unknown}; known: {', '.join(NAMES)}")
+    c0 = (start or reference_coefficients()).to_dict()
+    if start is None:
+        c0.update(START)
+    t = terms([s.config for s in samples], hw)
+    measured = np.array([s.measured_us for s in samples]) * 1e3
+    families = [s.config.family for s in samples]
+    train, test = split(samples, holdout, seed)
+    sel = np.zeros(len(samples), dtype=bool)
+    sel[train] = True
+    lo = np.array([BOUNDS[n][0] for n in free])
+    hi = np.array([BOUNDS[n][1] for n in free])
+    x0 = np.clip(np.array([c0[n] for n in free]), lo, hi)
+
+    def coefs(x: np.ndarray) -> dict:
+        return {**c0, **dict(zip(free, x))}
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return _predict(coefs(x), t)[sel] / measured[sel] - 1.0
+
+    res = least_squares(
+        residual,
+        x0,
+        bounds=(lo, hi),
+        x_scale=np.maximum(np.abs(x0), 1e-3),
+        ftol=1e-12,
+        xtol=1e-12,
+        gtol=1e-12,
+        max_nfev=2000,
+    )
+    fitted = coefs(res.x)
+    return FitResult(
+        coefficients=Coefficients.from_dict({k: float(v) for k, v in fitted.items()}),
+        table=scores(_predict(fitted, t), measured, families, train, test),
+        start_table=scores(_predict(c0, t), measured, families, train, test),
+        n_samples=len(samples),
+        n_train=len(train),
+        n_test=len(test),
+        holdout=holdout,
+        seed=seed,
+        message=str(res.message),
+        stats={"nfev": int(res.nfev), "cost": float(res.cost), "status": int(res.status)},
+    )
+
+
+def evaluate(coefficients: Coefficients, samples: list[Sample], hw: HardwareSpec | None = None) -> list[FamilyScore]:
+    """Per-family error of given coefficients on all ``samples`` (no fitting)."""
+    t = terms([s.config for s in samples], hw)
+    measured = np.array([s.measured_us for s in samples])
+    everything = list(range(len(samples)))
+    return scores(predict_us(coefficients, t), measured, [s.config.family for s in samples], [], everything)

@@ -82,7 +82,7 @@ for name in ["softmax", "mlp", "swiglu", "sdpa", "layernorm"]:
     g = so.workloads.get(name)
     for backend in ["hbm", "independent", "greedy", "anneal", "cpsat", "milp"]:
         start = time.perf_counter()
-        plan = so.solve(g, backend=backend, time_limit=5, seed=0)
+        plan = so.solve(g, backend=backend, time_limit=10, seed=0)
         rows.append({"workload": name, "backend": backend, "status": plan.status, "cost_us": plan.cost_us,
                      "bound_us": plan.bound_us, "gap": plan.gap, "simulated_us": so.simulate(plan).time_us,
                      "solve_s": time.perf_counter() - start})

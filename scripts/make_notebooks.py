@@ -74,6 +74,7 @@ and `independent` show what co-optimisation buys.
     code("""
 %matplotlib inline
 import time
+
 import spyreopt as so
 from spyreopt import viz
 
@@ -194,9 +195,11 @@ plans without generating code and runs the program eagerly (fast, for notebooks)
 %matplotlib inline
 import torch
 import torch.nn.functional as F
+
 import spyreopt as so
 from spyreopt import viz
 from spyreopt.integrations import inductor
+
 
 class Block(torch.nn.Module):
     def __init__(self, d=256, ff=512):
@@ -256,8 +259,9 @@ coefficients come from `spyreopt fit --samples 200 --seed 0`.
 %matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
+
 import spyreopt as so
-from spyreopt.costmodel.fit import fit, format_table, evaluate, predict_us, terms
+from spyreopt.costmodel.fit import evaluate, fit, format_table, predict_us, terms
 from spyreopt.costmodel.sampling import random_configs, simulate_samples
 
 configs = random_configs(12, seed=1)
@@ -281,9 +285,12 @@ for fam in families:
     ax.scatter(measured[idx], predicted[idx], s=14, label=fam)
 lim = [measured.min() * 0.8, measured.max() * 1.2]
 ax.plot(lim, lim, "k--", linewidth=1)
-ax.set_xscale("log"); ax.set_yscale("log")
-ax.set_xlabel("simulated µs"); ax.set_ylabel("predicted µs (shipped coefficients)")
-ax.set_title("cost model vs simulator, per op family"); ax.legend(fontsize=7)
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.set_xlabel("simulated µs")
+ax.set_ylabel("predicted µs (shipped coefficients)")
+ax.set_title("cost model vs simulator, per op family")
+ax.legend(fontsize=7)
 """),
     md("On whole plans the model ranks backends the way the simulator does:"),
     code("""
@@ -302,6 +309,8 @@ def main() -> None:
         nb = nbf.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nb.cells = [nbf.v4.new_markdown_cell(src) if kind == "md" else nbf.v4.new_code_cell(src) for kind, src in cells]
+        for k, cell in enumerate(nb.cells):  # stable ids: regenerating changes nothing that did not change
+            cell.id = f"{name.split('_')[0]}-{k:02d}"
         nbf.write(nb, HERE / name)
         print(f"wrote notebooks/{name}")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spyreopt.errors import FormatError, SolverError
+from spyreopt.errors import FormatError
 from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, parse_problem, read_json, save_solution
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.solvers.reduce import reduce_formulation
@@ -418,20 +418,8 @@ def run_cli(argv: list[str]) -> int:
     return args.func(args)
 
 
-def greedy_available() -> bool:
-    from spyreopt.solvers.registry import get_backend
-
-    try:
-        get_backend("greedy")
-    except SolverError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize("reduce", [False, True])
 def test_cli_solves_writes_and_scores(tmp_path, capsys, reduce):
-    if not greedy_available():
-        pytest.skip("greedy backend not importable yet")
     d = doc(
         [(0, 2), (1, 3), (2, 4)],
         [[5, 1], [2, 8, 3], [4, 4]],
@@ -459,8 +447,6 @@ def test_cli_reports_bad_input(tmp_path, capsys):
 
 
 def test_solve_reduced_maps_back_a_valid_plan_no_worse_than_greedy():
-    if not greedy_available():
-        pytest.skip("greedy backend not importable yet")
     from spyreopt.solvers.reduce import solve_reduced
     from spyreopt.solvers.registry import solve_formulation
 

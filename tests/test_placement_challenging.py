@@ -16,8 +16,7 @@ CAPACITY = 1048576
 @pytest.mark.parametrize("name", list("ABCDEF"))
 def test_search_solves_challenging_instance(name):
     path = CHALLENGING / f"{name}.{CAPACITY}.csv"
-    if not path.exists():
-        pytest.skip("shared benchmarks not present")
+    assert path.exists(), f"{path} is missing: the tests need shared/ beside the clone"
     buffers = read_csv(path)
     result = place(buffers, CAPACITY, method="search", time_limit=60)
     assert result.status == "placed", result.message

@@ -435,11 +435,8 @@ def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float
     return cands.hbm_read_bytes(lay, j, need), cands.hbm_read_requests(lay, j, need), restick
 
 
-def box_summary(box: Box) -> list[list[int]]:
-    return [[lo, hi] for lo, hi in box]
-
 
 __all__ = [
-    "EdgeAnalysis", "Layout", "OpCandidates", "OperandRef", "analyse_edge", "box_extents", "box_summary",
+    "EdgeAnalysis", "Layout", "OpCandidates", "OperandRef", "analyse_edge", "box_extents",
     "dma_requests", "leaf_read", "resolve", "restick_cost_ns", "restick_traffic", "ring_traffic",
 ]  # fmt: skip

@@ -24,7 +24,6 @@ IOPDDL loads into it directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,15 +207,6 @@ class Formulation:
         for i, (n, s) in enumerate(zip(self.nodes, assignment)):
             if not 0 <= s < n.num_candidates:
                 raise ValueError(f"node {i} ({n.name}): candidate {s} out of range 0..{n.num_candidates - 1}")
-
-    def iter_pairs(self, k: int) -> Iterator[tuple[int, int]]:
-        """Allowed (s_u, s_v) pairs of edge k."""
-        e = self.edges[k]
-        su, sv = e.costs.shape
-        for a in range(su):
-            for b in range(sv):
-                if e.is_allowed(a, b):
-                    yield a, b
 
 
 def affine_value(a: Affine, node: int, edges: tuple[Edge, ...], assignment) -> int:

@@ -240,12 +240,6 @@ class Graph:
         return y
 
     # ---- queries -----------------------------------------------------------
-    def op_order(self) -> list[str]:
-        return list(self.ops)
-
-    def consumers(self, tensor: str) -> list[tuple[str, int]]:
-        return [(o.name, i) for o in self.ops.values() for i, x in enumerate(o.inputs) if x == tensor]
-
     def to_networkx(self) -> nx.DiGraph:
         g = nx.DiGraph()
         for o in self.ops.values():

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from spyreopt.errors import InfeasibleError
 from spyreopt.model.formulation import BufferKey, Formulation
 from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.placement import Buffer, place
@@ -54,7 +55,9 @@ def spill_until_placed(
         if offsets is not None:
             return assignment, offsets, spills
         if not _spill_one(f, view, assignment):
-            raise RuntimeError("placement failed and no buffer can be spilled")
+            raise InfeasibleError(
+                f"{f.name}: the buffers cannot be placed within {f.placement.capacity} bytes and no buffer can be spilled"
+            )
         spills += 1
 
 

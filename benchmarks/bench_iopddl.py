@@ -18,7 +18,6 @@ from pathlib import Path
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, parse_problem, read_json, score
-from spyreopt.solvers.reduce import solve_reduced
 from spyreopt.solvers.registry import get_backend, solve_formulation
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "iopddl"
@@ -27,8 +26,7 @@ DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "i
 def run_one(problem, f, backend: str, reduced: bool, time_limit: float, seed: int) -> dict:
     row = {"instance": problem.name, "backend": backend, "reduced": reduced}
     try:
-        solve = solve_reduced if reduced else solve_formulation
-        sol = solve(f, backend, time_limit=time_limit, seed=seed)
+        sol = solve_formulation(f, backend, time_limit=time_limit, seed=seed, presolve=reduced)
     except (SolverError, InfeasibleError) as exc:
         return {**row, "status": "error", "note": str(exc)}
     if len(sol.assignment) != len(f.nodes):

@@ -232,7 +232,6 @@ def iopddl_suite(
     With ``reduce`` the exact reductions (dominance, follower merges, eliminations) run first.
     """
     from spyreopt.formats.iopddl import evaluate_iopddl, load_iopddl, read_json, score
-    from spyreopt.solvers.reduce import solve_reduced
     from spyreopt.solvers.registry import solve_formulation
 
     directory = directory or SHARED / "iopddl"
@@ -246,8 +245,7 @@ def iopddl_suite(
         for backend in backends:
             start = time.perf_counter()
             try:
-                run = solve_reduced if reduce else solve_formulation
-                sol = run(f, backend, time_limit=time_limit, seed=seed)
+                sol = solve_formulation(f, backend, time_limit=time_limit, seed=seed, presolve=reduce)
                 cost, feasible, _ = evaluate_iopddl(data, list(sol.assignment))
                 s = score(f.name, cost, feasible)
                 label = f"{backend}+reduce" if reduce else backend

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ortools.sat.python import cp_model
 
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Edge, Formulation, Node, Placement
 from spyreopt.solvers import cpsat, greedy
-from spyreopt.solvers.cpsat_model import reduce_formulation
 from spyreopt.solvers.placement import Buffer, place
+from spyreopt.solvers.presolve import domains
 from spyreopt.solvers.registry import solve_formulation
 from spyreopt.testing.formulations import random_formulation
 
@@ -124,13 +125,13 @@ def test_never_worse_than_greedy(seed):
 
 def test_returns_the_greedy_plan_when_cpsat_finds_nothing(monkeypatch):
     f = random_formulation(3, num_nodes=8, placement=True)
-    real = cpsat._Search._solve
+    real = cpsat.search.Search._solve
 
     def nothing(self, *args, **kwargs):
         code, solver, _ = real(self, *args, **kwargs)
-        return cpsat.cp_model.UNKNOWN, solver, None
+        return cp_model.UNKNOWN, solver, None
 
-    monkeypatch.setattr(cpsat._Search, "_solve", nothing)
+    monkeypatch.setattr(cpsat.search.Search, "_solve", nothing)
     sol = cpsat.solve(f, time_limit=2, seed=0)
     check_valid(f, sol)
     assert sol.status == "feasible" and sol.stats["source"] == "greedy-hint"
@@ -163,9 +164,10 @@ def _sentinel(zero_memory_cost: int) -> Formulation:
 
 def test_sentinel_costs_forbidden_exactly():
     f = _sentinel(2)
+    assert domains(f, forbid_huge=True).threshold > 10**17  # an excess over the term minimum
     sol = cpsat.solve(f, time_limit=5, seed=0)
     check_valid(f, sol)
-    assert sol.stats["sentinel_threshold"] > 10**17  # an excess over the term minimum
+    assert sol.stats["reductions"]["bound"] > 0  # with the greedy bound, bound pruning removes them exactly
     assert sol.status == "optimal" and sol.objective == brute_force(f)
 
 
@@ -204,7 +206,7 @@ def test_dominated_and_duplicate_candidates_pruned():
     )
     assert not (any(e.v == 0 for e in f.edges) or f.max_terms_of(0)), "the generated instance lost the shape this test needs"
     g = dataclasses.replace(f, nodes=(twin,) + f.nodes[1:], edges=edges, _incident={})
-    red = reduce_formulation(g)
+    red = domains(g)
     assert red.counts["merged"] + red.counts["dominated"] >= 1
     assert not red.masks[0][-1]  # the duplicate of candidate 0 is gone
     assert cpsat.solve(g, time_limit=5, seed=0).objective == cpsat.solve(f, time_limit=5, seed=0).objective

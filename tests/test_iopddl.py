@@ -16,7 +16,7 @@ import pytest
 from spyreopt.errors import FormatError
 from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, parse_problem, read_json, save_solution
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
-from spyreopt.solvers.reduce import reduce_formulation
+from spyreopt.solvers.presolve import reduce_formulation
 from spyreopt.testing.formulations import random_formulation
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "iopddl"
@@ -447,7 +447,6 @@ def test_cli_reports_bad_input(tmp_path, capsys):
 
 
 def test_solve_reduced_maps_back_a_valid_plan_no_worse_than_greedy():
-    from spyreopt.solvers.reduce import solve_reduced
     from spyreopt.solvers.registry import solve_formulation
 
     for seed in range(8):
@@ -455,8 +454,8 @@ def test_solve_reduced_maps_back_a_valid_plan_no_worse_than_greedy():
         best, _ = brute_force(f)
         if best is None:
             continue
-        sol = solve_reduced(f, "greedy", time_limit=5, seed=0)
+        sol = solve_formulation(f, "greedy", time_limit=5, seed=0)
         assert f.violations(sol.assignment, sol.offsets) == []
         assert sol.objective == f.evaluate(sol.assignment) >= best
-        assert sol.objective <= solve_formulation(f, "greedy", time_limit=5).objective
-        assert "reduction" in sol.stats
+        assert sol.objective <= solve_formulation(f, "greedy", time_limit=5, presolve=False).objective
+        assert "presolve" in sol.stats

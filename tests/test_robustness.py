@@ -106,7 +106,7 @@ def test_iopddl_usage_limit_below_minimum_is_diagnosed():
     assert f"time step {d['time_step']}" in msg and "smallest limit" in msg
     # the diagnosed minimum is achievable in the sense that it is a true lower bound: one above it is not rejected up front
     g = dataclasses.replace(f, usage_limit=d["min_capacity"])
-    from spyreopt.solvers.feasibility import check_usage_feasible
+    from spyreopt.solvers.presolve.feasibility import check_usage_feasible
 
     check_usage_feasible(g)
 

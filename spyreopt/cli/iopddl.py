@@ -15,7 +15,6 @@ from spyreopt.formats.iopddl import (
     save_solution,
     score,
 )
-from spyreopt.solvers.reduce import solve_reduced
 from spyreopt.solvers.registry import solve_formulation
 
 
@@ -45,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         problem = parse_problem(read_json(args.file))
         f = load_iopddl(problem)
-        solve = solve_reduced if args.reduce else solve_formulation
-        sol = solve(f, args.backend, time_limit=args.time_limit, seed=args.seed)
+        sol = solve_formulation(f, args.backend, time_limit=args.time_limit, seed=args.seed, presolve=args.reduce)
     except InfeasibleError as exc:
         print(f"infeasible: {exc}", file=sys.stderr)
         return 1

@@ -16,7 +16,8 @@ from typing import Any
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
-from spyreopt.solvers.feasibility import check_usage_feasible
+from spyreopt.solvers.presolve.feasibility import check_usage_feasible
+from spyreopt.solvers.solving_chain import solve_chain
 
 BACKENDS: dict[str, str] = {
     "greedy": "spyreopt.solvers.greedy",
@@ -61,16 +62,28 @@ def get_backend(name: str):
 
 
 def solve_formulation(
-    f: Formulation, backend: str = "greedy", *, time_limit: float = 10.0, seed: int = 0, **options: Any
+    f: Formulation,
+    backend: str = "greedy",
+    *,
+    time_limit: float = 10.0,
+    seed: int = 0,
+    presolve: bool = True,
+    **options: Any,
 ) -> Solution:
-    """Run one backend; a backend that raises is reported in the Solution, never swallowed."""
+    """Run one backend through the reduction chain (``solving_chain``; ``presolve=False`` skips it).
+
+    A backend that raises is reported as a typed error naming it, never swallowed.
+    """
     solve = get_backend(backend)
     if time_limit <= 0:
         raise SolverError(f"time_limit must be positive, got {time_limit}")
     check_usage_feasible(f)
     start = time.perf_counter()
     try:
-        sol = solve(f, time_limit=time_limit, seed=seed, **options)
+        if presolve:
+            sol = solve_chain(f, backend, solve, get_backend("greedy"), time_limit=time_limit, seed=seed, **options)
+        else:
+            sol = solve(f, time_limit=time_limit, seed=seed, **options)
     except (SolverError, InfeasibleError):
         raise
     except Exception as exc:  # a solver crash becomes a typed error naming the backend

@@ -12,6 +12,7 @@ import numpy as np
 
 from spyreopt.errors import InfeasibleError
 from spyreopt.model.formulation import Formulation
+from spyreopt.solvers.presolve.limits import memory_limit
 
 
 def min_usage_profile(f: Formulation) -> np.ndarray:
@@ -25,10 +26,9 @@ def min_usage_profile(f: Formulation) -> np.ndarray:
 
 def check_usage_feasible(f: Formulation) -> None:
     """Raise InfeasibleError with a diagnosis if the minimum possible usage already exceeds the limit."""
-    limits = [x for x in (f.usage_limit, f.placement.capacity if f.placement else None) if x is not None]
-    if not limits:
+    limit = memory_limit(f)
+    if limit is None:
         return
-    limit = min(limits)
     prof = min_usage_profile(f)
     worst = int(np.argmax(prof))
     peak = int(prof[worst])
@@ -44,5 +44,12 @@ def check_usage_feasible(f: Formulation) -> None:
     raise InfeasibleError(
         f"{f.name}: infeasible at time step {worst}: the live buffers need at least {peak}, the limit is {limit} "
         f"({peak - limit} over); buffers: {shown}; the smallest limit that would fit is {peak}",
-        {"time_step": worst, "usage": peak, "limit": limit, "over": peak - limit, "buffers": live, "min_capacity": peak},
+        {
+            "time_step": worst,
+            "usage": peak,
+            "limit": limit,
+            "over": peak - limit,
+            "buffers": live,
+            "min_capacity": peak,
+        },
     )

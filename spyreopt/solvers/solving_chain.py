@@ -1,0 +1,153 @@
+"""The one path from a Formulation to a backend and back: incumbent, reduction chain, search, exact inverse.
+
+1. Incumbent: the caller's ``hint`` if ``f.violations`` finds it valid, else
+   the greedy backend's plan (at most ``INCUMBENT_SHARE`` of the time), checked
+   the same way. Only a checked incumbent bounds the reductions.
+2. ``presolve.reduce_formulation(f, upper_bound=incumbent)``: the shared
+   domain rules and structural reductions, each exact.
+3. The backend searches the reduced formulation, warm-started with the
+   incumbent projected onto it; greedy searches it from scratch.
+4. ``Reduction.expand`` maps the answer back; the inverted plan is checked
+   with ``f.violations`` and its objective is ``f.evaluate`` of it, which must
+   equal the backend's objective on the reduced formulation. Because every
+   reduction keeps the optimum, the backend's "optimal", "infeasible" and bound
+   are statements about ``f``. The answer is never worse than the incumbent.
+
+Determinism: the backend's time limit is ``(1 - INCUMBENT_SHARE) * time_limit``
+(a function of the input only) unless the incumbent and the reductions took
+longer than their share, in which case it gets what is left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from spyreopt.errors import InfeasibleError, SolverError
+from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.solvers.presolve import Reduction, reduce_formulation
+
+INCUMBENT_SHARE = 0.1
+
+
+def solve_chain(
+    f: Formulation,
+    backend: str,
+    solve: Callable[..., Solution],
+    greedy: Callable[..., Solution],
+    *,
+    time_limit: float,
+    seed: int,
+    hint=None,
+    **options,
+) -> Solution:
+    """Solve ``f`` with ``solve`` through the reduction chain (module docstring)."""
+    start = time.perf_counter()
+    stats: dict = {}
+    incumbent = _incumbent(f, hint, greedy, time_limit, seed, stats)
+    bound = None if incumbent is None else incumbent.objective
+    try:
+        red = reduce_formulation(f, upper_bound=bound)
+    except InfeasibleError:
+        if incumbent is not None:
+            raise SolverError(f"presolve: a reduction removed the checked incumbent of {f.name} (reduction bug)") from None
+        raise
+    g = red.formulation
+    stats["presolve"] = dict(red.stats, seconds=round(time.perf_counter() - start, 4))
+    elapsed = time.perf_counter() - start
+    limit = min((1 - INCUMBENT_SHARE) * time_limit, time_limit - elapsed)
+    if limit <= 0:
+        if incumbent is None:
+            raise SolverError(f"{backend}: the time limit {time_limit} s ran out in presolve, with no plan")
+        return _finish(incumbent, "timeout", None, "the time limit ran out in presolve", stats, start)
+    if backend != "greedy":
+        inner_hint = _project(red, incumbent)
+        if inner_hint is not None:
+            options["hint"] = inner_hint
+    inner = solve(g, time_limit=limit, seed=seed, **options)
+    stats.update(inner.stats)
+    if len(inner.assignment) != len(g.nodes):  # no plan (timeout without one, or infeasible)
+        if incumbent is not None:
+            return _finish(incumbent, "feasible", inner.bound, f"{backend}: {inner.message}", stats, start)
+        return Solution((), {}, inner.status, None, inner.bound, time.perf_counter() - start, stats, inner.message)
+    return _invert(f, red, backend, inner, incumbent, stats, start)
+
+
+def _incumbent(f: Formulation, hint, greedy, time_limit: float, seed: int, stats: dict) -> Solution | None:
+    """A plan checked with ``f.violations``: the hint if valid, else greedy's; None if neither."""
+    if hint is not None:
+        if isinstance(hint, Solution):
+            assignment, offsets = tuple(int(s) for s in hint.assignment), dict(hint.offsets)
+        else:
+            assignment, offsets = tuple(int(s) for s in hint), {}
+        try:
+            bad = f.violations(assignment, offsets if f.placement else None)
+        except ValueError as exc:
+            raise SolverError(f"hint does not fit the formulation {f.name}: {exc}") from exc
+        if not bad:
+            stats["incumbent"] = "hint"
+            return Solution(assignment, offsets, "feasible", f.evaluate(assignment))
+        stats["hint"] = f"invalid, not used: {bad[0]}"
+    try:
+        sol = greedy(f, time_limit=max(INCUMBENT_SHARE * time_limit, 0.05), seed=seed)
+    except InfeasibleError as exc:
+        stats["incumbent"] = f"none (greedy: {exc})"
+        return None
+    bad = f.violations(sol.assignment, sol.offsets if f.placement else None)
+    if bad:
+        stats["incumbent"] = f"none (greedy's plan is invalid: {bad[0]})"
+        return None
+    stats["incumbent"] = "greedy"
+    stats["greedy_objective"] = sol.objective
+    return Solution(tuple(sol.assignment), dict(sol.offsets), "feasible", f.evaluate(sol.assignment))
+
+
+def _project(red: Reduction, incumbent: Solution | None) -> Solution | None:
+    """The incumbent as a plan of the reduced formulation, when it stays valid there."""
+    if incumbent is None:
+        return None
+    a = red.project(incumbent.assignment)
+    if a is None:
+        return None
+    g = red.formulation
+    offsets = red.project_offsets(incumbent.offsets) if g.placement else {}
+    if g.violations(a, offsets if g.placement else None):
+        return None
+    return Solution(a, offsets, "feasible", g.evaluate(a))
+
+
+def _invert(f, red: Reduction, backend: str, inner: Solution, incumbent, stats: dict, start: float) -> Solution:
+    """The backend's plan of the reduced formulation as a checked plan of ``f``."""
+    a = red.expand(inner.assignment)
+    offsets = red.expand_offsets(inner.offsets) if f.placement else {}
+    bad = f.violations(a, offsets if f.placement else None)
+    if bad:
+        raise SolverError(f"{backend}: the inverted plan is invalid in {f.name} (reduction bug): {bad[:3]}")
+    objective = f.evaluate(a)
+    reduced = red.formulation.evaluate(inner.assignment)
+    if objective != reduced:
+        raise SolverError(f"{backend}: reduced objective {reduced} != original {objective} (reduction bug)") from None
+    sol = Solution(a, offsets, inner.status, objective, inner.bound, 0.0, stats, inner.message)
+    worse = incumbent is not None and (
+        incumbent.objective < objective or (backend == "greedy" and incumbent.objective == objective)
+    )
+    if worse:
+        note = f"{backend}'s plan ({objective}) is no better than the incumbent's ({incumbent.objective}); incumbent returned"
+        if inner.status == "optimal":
+            note += f"; its claim of optimality is false, the bound {inner.bound} dropped"
+            inner.bound = None
+        return _finish(incumbent, "feasible", inner.bound, note, stats, start)
+    if sol.bound is not None:
+        sol.bound = min(sol.bound, objective)
+    sol.seconds = time.perf_counter() - start
+    return sol
+
+
+def _finish(plan: Solution, status: str, bound, message: str, stats: dict, start: float) -> Solution:
+    """The incumbent as the answer."""
+    stats["source"] = stats.get("incumbent", "incumbent")
+    bound = None if bound is None else min(bound, plan.objective)
+    status = "optimal" if bound is not None and bound >= plan.objective else status
+    return Solution(
+        plan.assignment, plan.offsets, status, plan.objective, bound, time.perf_counter() - start, stats, message
+    )

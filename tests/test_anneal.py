@@ -12,10 +12,10 @@ import pytest
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Edge, Formulation, Node
 from spyreopt.solvers import anneal, greedy
-from spyreopt.solvers.anneal_model import NEAR, CompiledModel
-from spyreopt.solvers.anneal_moves import Moves, Stream
-from spyreopt.solvers.anneal_reduce import merge_units, singletons
-from spyreopt.solvers.anneal_state import SearchState
+from spyreopt.solvers.anneal.model import NEAR, CompiledModel
+from spyreopt.solvers.anneal.moves import Moves, Stream
+from spyreopt.solvers.anneal.units import merge_units, singletons
+from spyreopt.solvers.anneal.state import SearchState
 from spyreopt.solvers.registry import get_backend, solve_formulation
 from spyreopt.testing.formulations import random_formulation
 
@@ -193,7 +193,7 @@ def test_degenerate_formulations(f):
 
 def test_guide_max_terms_never_look_cheaper_than_they_are():
     """The guide's factors of a max term sum to at least its value, and to exactly it over a single pair."""
-    from spyreopt.solvers.anneal_guide import _max_term_factors
+    from spyreopt.solvers.anneal.guide import _max_term_factors
 
     f = random_formulation(9, num_nodes=12, max_candidates=4, edge_prob=0.5)
     units = singletons(f)

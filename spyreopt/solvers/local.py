@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from spyreopt.model.formulation import Formulation
+from spyreopt.solvers.presolve.limits import memory_limit
 
 INF = float("inf")
 
@@ -33,12 +34,7 @@ class LocalView:
         self.node_costs = [n_.costs.astype(np.float64) for n_ in f.nodes]
         self.edge_costs = [e.costs.astype(np.float64) for e in f.edges]
         self.has_memory = f.usage_limit is not None or f.placement is not None
-        self.limit = self._limit()
-
-    def _limit(self) -> int | None:
-        placement = self.f.placement.capacity if self.f.placement is not None else None
-        limits = [x for x in (self.f.usage_limit, placement) if x is not None]
-        return min(limits) if limits else None
+        self.limit = memory_limit(f)
 
     # ---- costs -------------------------------------------------------------
     def _edge_row(self, k: int, i: int, a) -> np.ndarray:

@@ -50,7 +50,9 @@ def solve_chain(
         red = reduce_formulation(f, upper_bound=bound)
     except InfeasibleError:
         if incumbent is not None:
-            raise SolverError(f"presolve: a reduction removed the checked incumbent of {f.name} (reduction bug)") from None
+            raise SolverError(
+                f"presolve: a reduction removed the checked incumbent of {f.name} (reduction bug)"
+            ) from None
         raise
     g = red.formulation
     stats["presolve"] = dict(red.stats, seconds=round(time.perf_counter() - start, 4))

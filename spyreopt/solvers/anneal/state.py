@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spyreopt.solvers.anneal_model import CompiledModel
+from spyreopt.solvers.anneal.model import CompiledModel
 
 _sum = np.add.reduce  # ndarray.sum without its Python wrapper: this is the inner loop
 

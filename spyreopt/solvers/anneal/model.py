@@ -1,4 +1,4 @@
-"""A Formulation compiled for fast local search over units (see ``anneal_reduce``).
+"""A Formulation compiled for fast local search over units (see ``anneal.units``).
 
 Every term is rewritten over units: a node cost becomes a vector over its
 unit's candidates, an edge between two units a pair table, an edge inside a
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from spyreopt.model.formulation import Formulation
-from spyreopt.solvers.anneal_reduce import Units
+from spyreopt.solvers.anneal.units import Units
+from spyreopt.solvers.presolve.limits import memory_limit
 
 NEAR = float(2**50)
 
@@ -82,8 +83,7 @@ class CompiledModel:
         self.n = n = units.count
         self.sizes = np.array([mp.shape[1] for mp in units.maps], dtype=np.int64)
         self.num_steps = max(f.num_steps, 1)
-        limits = [x for x in (f.usage_limit, f.placement.capacity if f.placement else None) if x is not None]
-        self.limit: int | None = min(limits) if limits else None
+        self.limit: int | None = memory_limit(f)
         self.unary = [np.zeros(int(s)) for s in self.sizes]
         self.unary_bad = [np.zeros(int(s)) for s in self.sizes]
         self.node_usage = [np.zeros(int(s), dtype=np.int64) for s in self.sizes]  # members' own memory

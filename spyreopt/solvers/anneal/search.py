@@ -3,13 +3,13 @@
 The backend of choice for graphs too large for the exact solvers. Four parts:
 
 1. Start from the greedy plan (or a hint).
-2. Merge nodes whose candidates force each other into units (``anneal_reduce``):
+2. Merge nodes whose candidates force each other into units (``anneal.units``):
    every later move changes a whole dependent chain at once.
-3. Guide (``anneal_guide``): rounds of message passing on the unit graph with
+3. Guide (``anneal.guide``): rounds of message passing on the unit graph with
    per-time-step memory prices, each labeling repaired into a valid plan and
    descended. This crosses between plans that differ everywhere, which no
    local move can.
-4. Anneal (``anneal_moves``) from the best plan so far: single, flood,
+4. Anneal (``anneal.moves``) from the best plan so far: single, flood,
    residency-flip, edge-pair and tree-window moves, each evaluated
    incrementally, under a cooling schedule with reheats; keep the best valid
    plan. Finally addresses by the placement engine, spilling when placement
@@ -43,12 +43,13 @@ from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers import greedy
 from spyreopt.solvers.addresses import spill_until_placed
-from spyreopt.solvers.anneal_guide import guide
-from spyreopt.solvers.anneal_model import NEAR, CompiledModel
-from spyreopt.solvers.anneal_moves import Moves, Stream
-from spyreopt.solvers.anneal_reduce import merge_units, singletons
-from spyreopt.solvers.anneal_state import SearchState
+from spyreopt.solvers.anneal.guide import guide
+from spyreopt.solvers.anneal.model import NEAR, CompiledModel
+from spyreopt.solvers.anneal.moves import Moves, Stream
+from spyreopt.solvers.anneal.state import SearchState
+from spyreopt.solvers.anneal.units import merge_units, singletons
 from spyreopt.solvers.local import LocalView
+from spyreopt.solvers.presolve.limits import memory_limit
 
 DEFAULTS = {
     "rounds": None,  # guide rounds (None: from the time limit and the nominal cost of a round)
@@ -213,8 +214,8 @@ def _plain_violations(f: Formulation, assignment) -> bool:
     """Forbidden pairs or usage over the limits (the constraints that do not need addresses)."""
     if any(not e.is_allowed(assignment[e.u], assignment[e.v]) for e in f.edges):
         return True
-    limits = [x for x in (f.usage_limit, f.placement.capacity if f.placement else None) if x is not None]
-    return bool(limits) and max(f.usage_profile(assignment), default=0) > min(limits)
+    limit = memory_limit(f)
+    return limit is not None and max(f.usage_profile(assignment), default=0) > limit
 
 
 def _over_limit(state: SearchState) -> bool:

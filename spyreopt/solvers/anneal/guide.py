@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spyreopt.solvers.anneal_model import NEAR, CompiledModel
-from spyreopt.solvers.anneal_state import SearchState
+from spyreopt.solvers.anneal.model import NEAR, CompiledModel
+from spyreopt.solvers.anneal.state import SearchState
 
 DECAY = 0.9  # price kept by a time step with room, per round
 DESCEND_WITHIN = 1.25  # descend only repaired plans within this factor of the best (the others rarely win)

@@ -1,7 +1,7 @@
 """The moves of the annealer, each evaluated incrementally on a SearchState.
 
 Moves act on units (a node, or a chain of nodes whose candidates force each
-other, see ``anneal_reduce``):
+other, see ``anneal.units``):
 
 * ``single``: heat-bath choice of one unit's candidate (a Metropolis step that
   never wastes a proposal: the new candidate is drawn with probability
@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from spyreopt.solvers.anneal_model import CompiledModel
-from spyreopt.solvers.anneal_state import Look, SearchState
+from spyreopt.solvers.anneal.model import CompiledModel
+from spyreopt.solvers.anneal.state import Look, SearchState
 
 
 class Stream:

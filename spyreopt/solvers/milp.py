@@ -31,7 +31,7 @@ from spyreopt.model.formulation import BufferSpec, Formulation, Solution
 from spyreopt.solvers import greedy
 from spyreopt.solvers.addresses import place_assignment
 from spyreopt.solvers.milp_model import MilpModel, ModelTimeout, reduce_domains
-from spyreopt.solvers.milp_run import RunResult, runner
+from spyreopt.solvers.milp_run import ABS_GAP, RunResult, runner
 from spyreopt.solvers.placement import Buffer, place
 
 
@@ -73,7 +73,7 @@ def _rounds(f: Formulation, model: MilpModel, run, deadline: float, seed: int, w
     while time.perf_counter() < deadline:
         result = _run(run, model, deadline, seed, warm)
         if proven_cuts and (result.bound is not None or result.infeasible):
-            bound = math.inf if result.infeasible else result.bound + model.offset
+            bound = math.inf if result.infeasible else result.bound * model.unit + model.offset
         if not result.has_solution:
             break
         a = model.assignment()
@@ -119,7 +119,7 @@ def _run(run, model: MilpModel, deadline: float, seed: int, warm) -> RunResult:
         return RunResult(False, False, True, False, None, f"infeasible: {model.infeasible}")
     if not model.prob.variables():  # every node fixed by domain reduction: nothing left to search
         return RunResult(True, True, False, False, 0.0, "no variables left after domain reduction")
-    return run(model.prob, deadline=deadline, seed=seed, start=warm)
+    return run(model.prob, deadline=deadline, seed=seed, start=warm, abs_gap=ABS_GAP / model.unit)
 
 
 def _hard_violations(f: Formulation, a) -> list[str]:

@@ -2,8 +2,9 @@
 
 It gives an LP-based lower bound and an independent cross-check of CP-SAT.
 
-1. Start from greedy's plan (or a valid ``hint``): it is the MIP start and the
-   incumbent that domain reduction prunes against (see ``milp_model``).
+1. Start from greedy's plan (or a valid ``hint``), checked with
+   ``Formulation.violations`` (an invalid one is dropped): it is the MIP start
+   and the incumbent that domain reduction prunes against (see ``milp_model``).
 2. Solve the model under the remaining time.
 3. With ``f.placement``: place the chosen buffers with the placement engine;
    if they do not fit, find the time-connected group of buffers that does not
@@ -109,6 +110,10 @@ def _incumbent(f: Formulation, hint: Solution | None, time_limit: float, seed: i
     except (InfeasibleError, RuntimeError) as exc:
         stats["start"] = f"none (greedy failed: {exc})"
         return None
+    problems = f.violations(sol.assignment, sol.offsets)
+    if problems:  # never trusted blindly: it would prune the domains and could come back as the answer
+        stats["start"] = f"none (greedy plan invalid: {problems[0]})"
+        return None
     stats["start"] = "greedy"
     stats["start_objective"] = sol.objective
     return sol
@@ -184,6 +189,9 @@ def _finish(f, incumbent, found, result, bound, floor, proven_cuts, stats, start
         raise SolverError(
             f"milp: no solution within {deadline - start:.1f} s and no valid start ({stats.get('start')})"
         )
+    problems = f.violations(assignment, offsets)
+    if problems:  # every source was checked above: this is a bug, never a plan to return
+        raise SolverError(f"milp: the {stats['source']} plan violates the formulation: {'; '.join(problems[:3])}")
     if found and result.proven and milp_obj > objective:  # an "optimum" worse than a known plan: tolerances
         stats["numerics"] = f"solver's optimum {milp_obj} is worse than the start's {objective}; bound dropped"
         bound = None

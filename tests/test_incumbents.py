@@ -29,7 +29,7 @@ def _cheapest_invalid(f: Formulation) -> tuple[int, ...]:
 def test_milp_never_returns_an_invalid_greedy_start(monkeypatch):
     f = random_formulation(2, tight=0.1)
     bad = _cheapest_invalid(f)
-    monkeypatch.setattr(milp.greedy, "solve", lambda f, **kw: Solution(bad, {}, "feasible", f.evaluate(bad)))
+    monkeypatch.setattr(milp.backend.greedy, "solve", lambda f, **kw: Solution(bad, {}, "feasible", f.evaluate(bad)))
     sol = milp.solve(f, time_limit=10, seed=0)
     assert f.violations(sol.assignment, sol.offsets) == []
     assert sol.stats["start"].startswith("none (greedy plan invalid")

@@ -1,11 +1,11 @@
 """CP-SAT backend (registry name "cpsat"): the exact model over the shared presolve's domains.
 
-``solve`` (``cpsat.solve``) warm-starts, searches the whole model or
+``solve`` (``cpsat.backend``) warm-starts, searches the whole model or
 large-neighbourhood windows (``cpsat.search``), and reports; the model is
 ``cpsat.model`` (nodes, objective, max terms) with ``cpsat.edges`` (pair
 literals and links) and ``cpsat.memory`` (capacity and addresses).
 """
 
-from spyreopt.solvers.cpsat.solve import solve
+from spyreopt.solvers.cpsat.backend import solve
 
 __all__ = ["solve"]

@@ -105,7 +105,8 @@ def forbid_sentinels(f: Formulation, dom: Domains) -> int | None:
     where ``S(T)`` sums each term's largest excess below ``T`` and ``M`` sums the
     spans of the max terms, any assignment that uses an excess ``>= T`` costs more
     than every assignment that uses none, so such entries are forbidden. Exact
-    whenever the result is feasible; the caller retries without it otherwise.
+    whenever the result is feasible; the caller retries without it otherwise, or
+    claims optimality only for objectives at most ``Domains.floor``.
     """
     excess: list[np.ndarray] = []
     valid: list[np.ndarray] = []
@@ -144,6 +145,8 @@ def forbid_sentinels(f: Formulation, dom: Domains) -> int | None:
             j += 1
     if threshold is None:
         return None
+    floor = term_minima_bound(f, dom) + threshold  # an assignment using a forbidden entry pays at least this
+    dom.floor = floor if dom.floor is None else min(dom.floor, floor)
     for i in range(len(f.nodes)):
         hit = dom.masks[i] & (excess[i] >= threshold)
         dom.counts["sentinel"] += int(hit.sum())

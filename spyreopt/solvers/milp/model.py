@@ -20,25 +20,23 @@ Model (the auto-sharding form, kept compact):
 * capacity rows only at the time steps whose live set is maximal (every other
   step's live set is a subset of one of them, and usages are non-negative).
 
-Domain reduction removes candidates and pairs that cannot be in a better
-solution than the incumbent (``LB - min_term + cost > incumbent``, exact), that
-exceed the memory limit on their own, or that lost every partner on an edge.
-Costs of 1e18 (IOPDDL's "never") vanish this way whenever the incumbent is
-finite, which keeps the LP's coefficients small. Without a finite incumbent,
-costs ``>= HUGE`` are excluded heuristically where a finite alternative exists;
-``Domains.floor`` then records the least objective any excluded assignment can
-have, so the caller can still prove (or refuse to claim) optimality.
+Domains come from the shared presolve (``presolve.domains``), bounded by the
+checked incumbent: costs of 1e18 (IOPDDL's "never") vanish that way whenever the
+incumbent is finite, which keeps the LP's coefficients small. Without a finite
+incumbent (or with one ``>= HUGE``) the presolve's huge-cost rule runs too;
+``Domains.floor`` then bounds every assignment it excluded, so the caller can
+still prove (or refuse to claim) optimality.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pulp
 
 from spyreopt.model.formulation import BufferSpec, Formulation, affine_value
+from spyreopt.solvers.presolve import Domains, domains
 
 HUGE = 2**50
 """Costs at or above this break double precision in an LP next to ordinary costs."""
@@ -47,12 +45,6 @@ MAX_COEFFICIENT = 2**20
 """Largest objective or epigraph coefficient handed to the solver, in model units (HiGHS tolerances are ~1e-7)."""
 
 GroupKey = tuple[int, int]
-
-
-def memory_limit(f: Formulation) -> int | None:
-    """The per-step limit every assignment must meet: usage_limit and placement capacity, whichever is lower."""
-    limits = [x for x in (f.usage_limit, f.placement and f.placement.capacity) if x is not None]
-    return min(limits) if limits else None
 
 
 def edge_groups(f: Formulation) -> tuple[dict[GroupKey, list[int]], list[tuple[GroupKey, bool]]]:
@@ -70,113 +62,9 @@ def _oriented(table: np.ndarray, transposed: bool) -> np.ndarray:
     return table.T if transposed else table
 
 
-@dataclass
-class Domains:
-    """Candidates and pairs that remain, and what the heuristic exclusion may have cost."""
-
-    node_ok: list[np.ndarray]  # bool [S_i]
-    pair_ok: list[np.ndarray]  # bool [S_u, S_v] per edge (same mask for edges of one group)
-    floor: int | None  # least objective of an assignment using a heuristically excluded item
-    removed: int  # candidates + pairs removed
-
-    @property
-    def feasible(self) -> bool:
-        return all(ok.any() for ok in self.node_ok)
-
-
-def reduce_domains(f: Formulation, incumbent: int | None) -> Domains:
-    """Remove what no solution better than ``incumbent`` (or no feasible solution) can use."""
-    limit = memory_limit(f)
-    node_ok = []
-    for n in f.nodes:
-        ok = np.ones(n.num_candidates, dtype=bool)
-        if limit is not None and n.interval[1] > n.interval[0]:
-            ok &= n.usages <= limit
-        node_ok.append(ok)
-    pair_ok = []
-    for e in f.edges:
-        ok = np.ones(e.costs.shape, dtype=bool) if e.allowed is None else e.allowed.astype(bool).copy()
-        if e.u == e.v:
-            ok &= np.eye(*ok.shape, dtype=bool)
-        if limit is not None and e.usages is not None and e.interval[1] > e.interval[0]:
-            ok &= e.usages <= limit
-        pair_ok.append(ok)
-    before = sum(int(ok.sum()) for ok in node_ok + pair_ok)
-    groups, of_edge = edge_groups(f)
-    floor = None
-    if _propagate(f, groups, of_edge, node_ok, pair_ok) and (incumbent is None or incumbent >= HUGE):
-        floor = _exclude_huge(f, node_ok, pair_ok)
-    while _propagate(f, groups, of_edge, node_ok, pair_ok) and incumbent is not None:
-        if not _prune_by_cost(f, node_ok, pair_ok, incumbent):
-            break
-    after = sum(int(ok.sum()) for ok in node_ok + pair_ok)
-    return Domains(node_ok, pair_ok, floor, before - after)
-
-
-def _propagate(f, groups, of_edge, node_ok, pair_ok) -> bool:
-    """Arc consistency over edge groups; False when some node has no candidate left."""
-    changed = True
-    while changed:
-        changed = False
-        for (u, v), members in groups.items():
-            mask = np.outer(node_ok[u], node_ok[v])
-            for k in members:
-                mask &= _oriented(pair_ok[k], of_edge[k][1])
-            if u == v:
-                new_u, new_v = node_ok[u] & np.diagonal(mask), None
-            else:
-                new_u, new_v = node_ok[u] & mask.any(axis=1), node_ok[v] & mask.any(axis=0)
-            for k in members:
-                pair_ok[k] = _oriented(mask, of_edge[k][1]).copy()
-            for j, new in ((u, new_u), (v, new_v)):
-                if new is not None and not np.array_equal(new, node_ok[j]):
-                    node_ok[j] = new
-                    changed = True
-    return all(ok.any() for ok in node_ok)
-
-
-def _lower_bound(f: Formulation, node_ok, pair_ok) -> tuple[int, list[int], list[int]]:
-    """A lower bound on every remaining assignment, with each node's and edge's minimum cost."""
-    node_min = [int(n.costs[ok].min()) for n, ok in zip(f.nodes, node_ok)]
-    edge_min = [int(e.costs[ok].min()) if ok.any() else 0 for e, ok in zip(f.edges, pair_ok)]
-    total = sum(node_min) + sum(edge_min)
-    for m in f.max_terms:
-        total += max(
-            int(a.unary[node_ok[m.node]].min())
-            + sum(int(t[pair_ok[k]].min()) for k, t in a.edge_parts if pair_ok[k].any())
-            for a in m.alternatives
-        )
-    return total, node_min, edge_min
-
-
-def _exclude_huge(f: Formulation, node_ok, pair_ok) -> int | None:
-    """Drop costs >= HUGE where a finite alternative remains; return the floor of what was dropped."""
-    lb, node_min, edge_min = _lower_bound(f, node_ok, pair_ok)
-    floor = None
-    for costs, ok, m in [(n.costs, node_ok[i], node_min[i]) for i, n in enumerate(f.nodes)] + [
-        (e.costs, pair_ok[k], edge_min[k]) for k, e in enumerate(f.edges)
-    ]:
-        huge = ok & (costs >= HUGE)
-        if huge.any() and (ok & ~huge).any():
-            least = lb - m + int(costs[huge].min())
-            floor = least if floor is None else min(floor, least)
-            ok &= ~huge
-    return floor
-
-
-def _prune_by_cost(f: Formulation, node_ok, pair_ok, incumbent: int) -> bool:
-    """Remove items whose cost alone lifts the bound above the incumbent; True if any went."""
-    lb, node_min, edge_min = _lower_bound(f, node_ok, pair_ok)
-    slack = min(incumbent - lb, 2**62)
-    removed = False
-    for costs, ok, m in [(n.costs, node_ok[i], node_min[i]) for i, n in enumerate(f.nodes)] + [
-        (e.costs, pair_ok[k], edge_min[k]) for k, e in enumerate(f.edges)
-    ]:
-        worse = ok & (costs - m > slack)
-        if worse.any():
-            ok &= ~worse
-            removed = True
-    return removed
+def milp_domains(f: Formulation, incumbent: int | None) -> Domains:
+    """The shared presolve's domains, bounded by the checked ``incumbent``; huge costs go when it cannot remove them."""
+    return domains(f, upper_bound=incumbent, forbid_huge=incumbent is None or incumbent >= HUGE)
 
 
 class _Lin:
@@ -233,7 +121,7 @@ class MilpModel:
     # ---- variables ---------------------------------------------------------
     def _nodes(self) -> None:
         self.x: list[dict[int, pulp.LpVariable | None]] = []
-        for i, ok in enumerate(self.dom.node_ok):
+        for i, ok in enumerate(self.dom.masks):
             cands = [int(s) for s in np.flatnonzero(ok)]
             if len(cands) == 1:
                 self.x.append({cands[0]: None})
@@ -247,8 +135,7 @@ class MilpModel:
         self.pair_lits: dict[GroupKey, dict[tuple[int, int], pulp.LpVariable | None]] = {}
         for (u, v), members in groups.items():
             self._check_deadline()
-            k = members[0]
-            mask = _oriented(self.dom.pair_ok[k], self.of_edge[k][1])
+            mask = self._group_mask(u, v, members)
             pairs = [(int(a), int(b)) for a, b in np.argwhere(mask)]
             if u == v:
                 lits = {(a, b): self.x[u][a] for a, b in pairs}
@@ -268,6 +155,15 @@ class MilpModel:
                         terms[self.x[end][s]] = -1.0
                         self._add(pulp.LpConstraint(pulp.LpAffineExpression(terms), rhs=0), f"{tag}_{u}_{v}_{s}")
             self.pair_lits[(u, v)] = lits
+
+    def _group_mask(self, u: int, v: int, members: list[int]) -> np.ndarray:
+        """Pairs of (u, v) every edge of the group allows (a loop reads its diagonal)."""
+        mask = np.outer(self.dom.masks[u], self.dom.masks[v])
+        for k in members:
+            mask &= _oriented(self.dom.effective(self.f, k), self.of_edge[k][1])
+        if u == v:
+            mask &= np.eye(len(mask), dtype=bool)
+        return mask
 
     def _check_deadline(self) -> None:
         """PuLP builds about 30k variables a second: a model that cannot be built in time is abandoned."""
@@ -292,7 +188,7 @@ class MilpModel:
         f = self.f
         obj = _Lin()
         for i, n in enumerate(f.nodes):
-            m = int(n.costs[self.dom.node_ok[i]].min())
+            m = int(n.costs[self.dom.masks[i]].min())
             obj.const += m
             for s, lit in self.x[i].items():
                 obj.add(lit, int(n.costs[s]) - m)

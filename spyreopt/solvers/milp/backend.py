@@ -4,7 +4,7 @@ It gives an LP-based lower bound and an independent cross-check of CP-SAT.
 
 1. Start from greedy's plan (or a valid ``hint``), checked with
    ``Formulation.violations`` (an invalid one is dropped): it is the MIP start
-   and the incumbent that domain reduction prunes against (see ``milp_model``).
+   and the incumbent the shared presolve prunes against (``milp.model.milp_domains``).
 2. Solve the model under the remaining time.
 3. With ``f.placement``: place the chosen buffers with the placement engine;
    if they do not fit, find the time-connected group of buffers that does not
@@ -31,8 +31,8 @@ from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import BufferSpec, Formulation, Solution
 from spyreopt.solvers import greedy
 from spyreopt.solvers.addresses import place_assignment
-from spyreopt.solvers.milp_model import MilpModel, ModelTimeout, reduce_domains
-from spyreopt.solvers.milp_run import ABS_GAP, RunResult, runner
+from spyreopt.solvers.milp.model import MilpModel, ModelTimeout, milp_domains
+from spyreopt.solvers.milp.run import ABS_GAP, RunResult, runner
 from spyreopt.solvers.placement import Buffer, place
 
 
@@ -46,17 +46,16 @@ def solve(
     deadline = start + time_limit
     stats: dict = {"solver": solver}
     incumbent = _incumbent(f, hint, time_limit, seed, stats)
-    dom = reduce_domains(f, incumbent.objective if incumbent else None)
-    stats["removed"] = dom.removed
+    dom = milp_domains(f, incumbent.objective if incumbent else None)
+    stats["reductions"] = dict(dom.counts)
     try:
-        model = MilpModel(f, dom, deadline=deadline) if dom.feasible else None
+        model = MilpModel(f, dom, deadline=deadline) if dom.conflict is None else None
     except ModelTimeout as exc:
         stats["solver_status"] = f"not run: model build exceeded the time limit ({exc})"
         result = RunResult(False, False, False, True, None, stats["solver_status"])
         return _finish(f, incumbent, None, result, None, dom.floor, True, stats, start, deadline)
     if model is None or model.infeasible:
-        empty = [f.nodes[i].name for i, ok in enumerate(dom.node_ok) if not ok.any()]
-        reason = model.infeasible if model else f"no candidate left for node(s) {', '.join(empty[:5])}"
+        reason = model.infeasible if model else dom.conflict
         result = RunResult(False, False, True, False, None, f"infeasible before solving: {reason}")
         stats["solver_status"] = result.detail
         return _finish(f, incumbent, None, result, math.inf, dom.floor, True, stats, start, deadline)

@@ -13,6 +13,7 @@ import pytest
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers import greedy, milp
+from spyreopt.solvers.registry import get_backend
 from spyreopt.solvers.solving_chain import solve_chain
 from spyreopt.testing.formulations import random_formulation
 
@@ -45,4 +46,4 @@ def test_the_chain_refuses_an_invalid_mapped_back_plan():
 
     assert any(b.size for b in f.buffers(greedy.solve(f, time_limit=5).assignment))
     with pytest.raises(SolverError, match="inverted plan is invalid.*no address"):
-        solve_chain(f, "milp", no_addresses, greedy.solve, time_limit=5, seed=0)
+        solve_chain(f, "milp", lambda name: no_addresses if name == "milp" else get_backend(name), time_limit=5, seed=0)

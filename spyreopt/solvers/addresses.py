@@ -65,9 +65,7 @@ def _spill_one(f: Formulation, view: LocalView, a: list[int]) -> bool:
     prof = view.profile(a)
     order = np.argsort(-prof, kind="stable")
     for t in order[:3]:
-        live = [
-            b for b in f.buffers(a) if b.lower <= t < b.upper and b.key[0] == "node"
-        ]
+        live = [b for b in f.buffers(a) if b.lower <= t < b.upper and b.key[0] == "node"]
         live.sort(key=lambda b: (-b.upper, -b.size, b.key[1]))
         for b in live:
             i = b.key[1]

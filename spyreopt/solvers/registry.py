@@ -81,7 +81,7 @@ def solve_formulation(
     start = time.perf_counter()
     try:
         if presolve:
-            sol = solve_chain(f, backend, solve, get_backend("greedy"), time_limit=time_limit, seed=seed, **options)
+            sol = solve_chain(f, backend, get_backend, time_limit=time_limit, seed=seed, **options)
         else:
             sol = solve(f, time_limit=time_limit, seed=seed, **options)
     except (SolverError, InfeasibleError):

@@ -1,21 +1,26 @@
 """The one path from a Formulation to a backend and back: incumbent, reduction chain, search, exact inverse.
 
 1. Incumbent: the caller's ``hint`` if ``f.violations`` finds it valid, else
-   the greedy backend's plan (at most ``INCUMBENT_SHARE`` of the time), checked
-   the same way. Only a checked incumbent bounds the reductions.
+   the greedy backend's plan (``GREEDY_SHARE`` of the time), checked the same
+   way; for the exact backends (``EXACT``) anneal then improves it
+   (``ANNEAL_SHARE``) and the better checked plan is kept. Only a checked
+   incumbent bounds the reductions.
 2. ``presolve.reduce_formulation(f, upper_bound=incumbent)``: the shared
-   domain rules and structural reductions, each exact.
+   domain rules and structural reductions, each exact; for the exact backends
+   with LP reduced-cost fixing in the first pass (``LP_SHARE``).
 3. The backend searches the reduced formulation, warm-started with the
    incumbent projected onto it; greedy searches it from scratch.
 4. ``Reduction.expand`` maps the answer back; the inverted plan is checked
    with ``f.violations`` and its objective is ``f.evaluate`` of it, which must
    equal the backend's objective on the reduced formulation. Because every
    reduction keeps the optimum, the backend's "optimal", "infeasible" and bound
-   are statements about ``f``. The answer is never worse than the incumbent.
+   are statements about ``f``; the LP bound, also valid for ``f``, may close
+   the gap. The answer is never worse than the incumbent.
 
-Determinism: the backend's time limit is ``(1 - INCUMBENT_SHARE) * time_limit``
-(a function of the input only) unless the incumbent and the reductions took
-longer than their share, in which case it gets what is left.
+Determinism: each step's time limit is its share of ``time_limit`` (a
+function of the input only), and the backend gets the rest of the nominal
+shares, unless the steps before it overran, in which case it gets what is left.
+The LP rule's result does not depend on time when the LP finishes within its share.
 """
 
 from __future__ import annotations
@@ -27,27 +32,31 @@ from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers.presolve import Reduction, reduce_formulation
 
-INCUMBENT_SHARE = 0.1
+GREEDY_SHARE = 0.1
+ANNEAL_SHARE = 0.1
+LP_SHARE = 0.2
+EXACT = ("cpsat", "milp")  # backends that prove: a better incumbent and the LP pay off in their proofs
 
 
 def solve_chain(
     f: Formulation,
     backend: str,
-    solve: Callable[..., Solution],
-    greedy: Callable[..., Solution],
+    lookup: Callable[[str], Callable[..., Solution]],
     *,
     time_limit: float,
     seed: int,
     hint=None,
     **options,
 ) -> Solution:
-    """Solve ``f`` with ``solve`` through the reduction chain (module docstring)."""
+    """Solve ``f`` with the backend ``lookup(backend)`` through the reduction chain (module docstring)."""
     start = time.perf_counter()
     stats: dict = {}
-    incumbent = _incumbent(f, hint, greedy, time_limit, seed, stats)
+    exact = backend in EXACT
+    incumbent = _incumbent(f, hint, lookup, time_limit, seed, stats, exact)
     bound = None if incumbent is None else incumbent.objective
+    lp_time = LP_SHARE * time_limit if exact and bound is not None else None
     try:
-        red = reduce_formulation(f, upper_bound=bound)
+        red = reduce_formulation(f, upper_bound=bound, lp_time=lp_time)
     except InfeasibleError:
         if incumbent is not None:
             raise SolverError(
@@ -56,18 +65,19 @@ def solve_chain(
         raise
     g = red.formulation
     stats["presolve"] = dict(red.stats, seconds=round(time.perf_counter() - start, 4))
-    elapsed = time.perf_counter() - start
-    limit = min((1 - INCUMBENT_SHARE) * time_limit, time_limit - elapsed)
+    shares = GREEDY_SHARE + ((ANNEAL_SHARE + LP_SHARE) if exact else 0.0)
+    limit = min((1 - shares) * time_limit, time_limit - (time.perf_counter() - start))
     if limit <= 0:
         if incumbent is None:
             raise SolverError(f"{backend}: the time limit {time_limit} s ran out in presolve, with no plan")
-        return _finish(incumbent, "timeout", None, "the time limit ran out in presolve", stats, start)
+        return _finish(incumbent, "timeout", red.stats["lp_bound"], "the time limit ran out in presolve", stats, start)
     if backend != "greedy":
         inner_hint = _project(red, incumbent)
         if inner_hint is not None:
             options["hint"] = inner_hint
-    inner = solve(g, time_limit=limit, seed=seed, **options)
+    inner = lookup(backend)(g, time_limit=limit, seed=seed, **options)
     stats.update(inner.stats)
+    inner.bound = _best_bound(inner.bound, red.stats["lp_bound"])
     if len(inner.assignment) != len(g.nodes):  # no plan (timeout without one, or infeasible)
         if incumbent is not None:
             return _finish(incumbent, "feasible", inner.bound, f"{backend}: {inner.message}", stats, start)
@@ -75,8 +85,14 @@ def solve_chain(
     return _invert(f, red, backend, inner, incumbent, stats, start)
 
 
-def _incumbent(f: Formulation, hint, greedy, time_limit: float, seed: int, stats: dict) -> Solution | None:
-    """A plan checked with ``f.violations``: the hint if valid, else greedy's; None if neither."""
+def _best_bound(a: int | None, b: int | None) -> int | None:
+    """The larger of two valid lower bounds."""
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats: dict, exact: bool):
+    """A plan checked with ``f.violations``: the hint if valid, else greedy's (improved by anneal when
+    ``exact``); None if there is none."""
     if hint is not None:
         if isinstance(hint, Solution):
             assignment, offsets = tuple(int(s) for s in hint.assignment), dict(hint.offsets)
@@ -91,16 +107,28 @@ def _incumbent(f: Formulation, hint, greedy, time_limit: float, seed: int, stats
             return Solution(assignment, offsets, "feasible", f.evaluate(assignment))
         stats["hint"] = f"invalid, not used: {bad[0]}"
     try:
-        sol = greedy(f, time_limit=max(INCUMBENT_SHARE * time_limit, 0.05), seed=seed)
+        best = _checked(f, lookup("greedy")(f, time_limit=max(GREEDY_SHARE * time_limit, 0.05), seed=seed))
     except InfeasibleError as exc:
         stats["incumbent"] = f"none (greedy: {exc})"
         return None
-    bad = f.violations(sol.assignment, sol.offsets if f.placement else None)
-    if bad:
-        stats["incumbent"] = f"none (greedy's plan is invalid: {bad[0]})"
+    if best is None:
+        stats["incumbent"] = "none (greedy's plan is invalid)"
         return None
     stats["incumbent"] = "greedy"
-    stats["greedy_objective"] = sol.objective
+    stats["greedy_objective"] = best.objective
+    if exact:
+        better = _checked(f, lookup("anneal")(f, time_limit=ANNEAL_SHARE * time_limit, seed=seed, hint=best))
+        if better is not None and better.objective < best.objective:
+            best = better
+            stats["incumbent"] = "anneal"
+            stats["anneal_objective"] = best.objective
+    return best
+
+
+def _checked(f: Formulation, sol: Solution) -> Solution | None:
+    """The plan as a fresh Solution when ``f.violations`` finds nothing wrong with it, else None."""
+    if len(sol.assignment) != len(f.nodes) or f.violations(sol.assignment, sol.offsets if f.placement else None):
+        return None
     return Solution(tuple(sol.assignment), dict(sol.offsets), "feasible", f.evaluate(sol.assignment))
 
 
@@ -141,6 +169,8 @@ def _invert(f, red: Reduction, backend: str, inner: Solution, incumbent, stats: 
         return _finish(incumbent, "feasible", inner.bound, note, stats, start)
     if sol.bound is not None:
         sol.bound = min(sol.bound, objective)
+        if sol.bound == objective and sol.status != "optimal":  # a valid bound meets the plan: proven
+            sol.status = "optimal"
     sol.seconds = time.perf_counter() - start
     return sol
 

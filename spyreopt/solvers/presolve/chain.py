@@ -11,7 +11,8 @@ placeholder), so buffers of nodes keep their keys.
 One pass, repeated until nothing changes:
 
 * ``domains`` (the one presolve over candidates: memory, arc consistency,
-  bound pruning against a checked incumbent, dominance) on the current state;
+  bound pruning against a checked incumbent, dominance; in the first pass
+  optionally LP reduced-cost fixing) on the current state;
 * ``merge``: folding of self-loops and fixed ends, parallel edges, followers;
 * ``eliminate``: leaf and series elimination.
 
@@ -89,20 +90,25 @@ class Reduction:
         return tuple(out)
 
 
-def reduce_formulation(f: Formulation, *, upper_bound: int | None = None) -> Reduction:
+def reduce_formulation(f: Formulation, *, upper_bound: int | None = None, lp_time: float | None = None) -> Reduction:
     """Apply every exact reduction until none applies.
 
     ``upper_bound`` must be the objective of an assignment checked feasible
     with ``f.violations`` (for instance greedy's); with it, anything that cannot
-    be part of a solution at least as good is removed. Raises InfeasibleError
+    be part of a solution at least as good is removed. ``lp_time``: the first
+    pass also runs the LP rule (reduced-cost fixing, ``presolve.lp``) for at
+    most this long; its bound is ``stats["lp_bound"]``. Raises InfeasibleError
     when a domain empties (no assignment, or none within the bound).
     """
     state = State(f)
     passes = 0
+    lp_bound = None
     while True:
         passes += 1
         g, order = state.formulation(f.name + "-reduced")
-        changed = state.apply(domains(g, upper_bound=upper_bound), order)
+        dom = domains(g, upper_bound=upper_bound, lp_time=lp_time if passes == 1 else None)
+        lp_bound = dom.lp_bound if passes == 1 else lp_bound
+        changed = state.apply(dom, order)
         for step in (fold_edges, merge_parallel, merge_followers, eliminate):
             changed |= step(state)
         if not changed:
@@ -116,6 +122,7 @@ def reduce_formulation(f: Formulation, *, upper_bound: int | None = None) -> Red
         "candidates_after": sum(len(n.keep) for n in state.nodes),
         "edges_before": len(f.edges),
         "edges_after": len(reduced.edges),
+        "lp_bound": lp_bound,
         **state.counts,
     }
     return Reduction(

@@ -20,9 +20,12 @@ of ``f``:
 5. Dominance (``dominance.prune_dominated``): a candidate no better than
    another in every table that reads it goes; ``Domains.replaced`` maps it to
    the candidate that replaces it in a hint.
+6. LP (``lp_time``, with ``upper_bound``): reduced-cost fixing from the LP
+   relaxation (``presolve.lp``), after dominance so the LP is smallest, then
+   dominance again; ``Domains.lp_bound`` is a valid lower bound.
 
 A conflict (an empty domain) is reported in ``Domains.conflict``, never raised:
-with rules 1-3 and 5 it proves that ``f`` has no assignment (better than the
+with rules 1-3, 5 and 6 it proves that ``f`` has no assignment (better than the
 incumbent).
 """
 
@@ -34,6 +37,7 @@ from spyreopt.model.formulation import Formulation
 from spyreopt.solvers.presolve.bounds import forbid_sentinels, prune_by_bound
 from spyreopt.solvers.presolve.dominance import prune_dominated
 from spyreopt.solvers.presolve.limits import memory_limit
+from spyreopt.solvers.presolve.lp import lp_fixing
 from spyreopt.solvers.presolve.masks import Domains, arc_consistency, memory_rule
 
 
@@ -44,11 +48,14 @@ def domains(
     upper_bound: int | None = None,
     forbid_huge: bool = False,
     dominance: bool = True,
+    lp_time: float | None = None,
 ) -> Domains:
     """Apply the rules of the module docstring to ``f`` (optionally within given domains).
 
     ``upper_bound`` must be the objective of an assignment checked with
     ``f.violations``: pruning against an unchecked value is not exact.
+    ``lp_time`` (with ``upper_bound``): also reduced-cost fixing from the LP
+    relaxation (``presolve.lp``), given at most this many seconds.
     """
     masks = [np.ones(n.num_candidates, bool) for n in f.nodes] if masks is None else [m.copy() for m in masks]
     allowed = [np.ones(e.costs.shape, bool) if e.allowed is None else e.allowed.astype(bool) for e in f.edges]
@@ -68,4 +75,9 @@ def domains(
             dom.conflict = arc_consistency(f, dom, range(len(f.nodes)))
     if dom.conflict is None and dominance:
         dom.conflict = prune_dominated(f, dom, memory_limit(f) is not None)
+    if dom.conflict is None and upper_bound is not None and lp_time is not None:  # smallest LP: after dominance
+        changed, dom.lp_bound = lp_fixing(f, dom, upper_bound, lp_time)
+        dom.conflict = arc_consistency(f, dom, sorted(changed))
+        if dom.conflict is None and changed and dominance:
+            dom.conflict = prune_dominated(f, dom, memory_limit(f) is not None)
     return dom

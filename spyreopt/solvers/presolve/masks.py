@@ -24,6 +24,7 @@ class Domains:
     allowed: list[np.ndarray]  # per edge: bool [S_u, S_v]
     replaced: list[dict[int, int]]  # per node: candidate dropped by dominance -> a candidate no worse
     threshold: int | None = None  # the huge-cost rule's threshold, when it fired
+    lp_bound: int | None = None  # the LP relaxation's (safe) lower bound, when the LP rule ran
     floor: int | None = None  # least objective of any assignment using an entry the huge-cost rule removed
     counts: dict[str, int] = field(default_factory=dict)
     conflict: str | None = None  # why no assignment exists, when a domain became empty

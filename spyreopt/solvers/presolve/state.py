@@ -91,7 +91,9 @@ class State:
         ]
         self.steps: list[tuple] = []
         self.dominated_by: dict[tuple[int, int], int] = {}
-        self.counts = {k: 0 for k in ("bound", "arc", "dominated", "folded", "parallel", "follower", "leaf", "series")}
+        self.counts = {
+            k: 0 for k in ("bound", "arc", "lp", "dominated", "folded", "parallel", "follower", "leaf", "series")
+        }
 
     # ---- bookkeeping -----------------------------------------------------
     def add_edge(self, e: EdgeState) -> int:
@@ -248,7 +250,7 @@ class State:
             if not mask.all():
                 self.restrict(i, mask)
                 changed = True
-        for ours, theirs in (("bound", "bound"), ("arc", "unsupported"), ("dominated", "dominated")):
-            self.counts[ours] += dom.counts[theirs]
+        for ours, theirs in (("bound", "bound"), ("arc", "unsupported"), ("dominated", "dominated"), ("lp", "lp")):
+            self.counts[ours] += dom.counts.get(theirs, 0)
         self.counts["dominated"] += dom.counts["merged"]
         return changed

@@ -108,7 +108,8 @@ def reduce_formulation(f: Formulation, *, upper_bound: int | None = None, lp_tim
         g, order = state.formulation(f.name + "-reduced")
         dom = domains(g, upper_bound=upper_bound, lp_time=lp_time if passes == 1 else None)
         lp_bound = dom.lp_bound if passes == 1 else lp_bound
-        changed = state.apply(dom, order)
+        state.apply(dom, order)
+        changed = False  # the domain rules are at their fixpoint: only a structural change calls for a new pass
         for step in (fold_edges, merge_parallel, merge_followers, eliminate):
             changed |= step(state)
         if not changed:

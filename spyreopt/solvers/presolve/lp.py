@@ -17,19 +17,25 @@ cost is within the bound.
 
 from __future__ import annotations
 
+import hashlib
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
 from spyreopt.model.formulation import Formulation
 from spyreopt.solvers.presolve.masks import Domains
+from spyreopt.solvers.presolve.windows import node_windows
 
 EPS = np.finfo(np.float64).eps
+WHOLE_COLUMNS = 150_000  # a larger LP is cut into windows (HiGHS needs tens of seconds for a million columns)
 LP_METHOD = "highs-ds"  # dual simplex: 2-10x faster than the default on these LPs, and its duals fix most
 
 
 class _LP:
     """The relaxation's matrices, built column by column with the map back to candidates and pairs."""
 
-    def __init__(self, f: Formulation, dom: Domains):
+    def __init__(self, f: Formulation, dom: Domains, nodes: list[int], edges: list[int], terms: list[int]):
         self.cost: list[float] = []
         self.lo: list[float] = []
         self.hi: list[float] = []
@@ -38,20 +44,21 @@ class _LP:
         self.b_eq: list[float] = []
         self.b_ub: list[float] = []
         self.const = 0
-        self.x: list[dict[int, int]] = []
-        self.y: list[dict[tuple[int, int], int]] = []
-        for i, n in enumerate(f.nodes):
+        self.x: dict[int, dict[int, int]] = {}  # node -> candidate -> column
+        self.y: dict[int, dict[tuple[int, int], int]] = {}  # edge -> pair -> column
+        for i in nodes:
+            n = f.nodes[i]
             d = dom.domain(i)
             base = int(n.costs[d].min())
             self.const += base
-            self.x.append({int(s): self._column(int(n.costs[s]) - base) for s in d})
+            self.x[i] = {int(s): self._column(int(n.costs[s]) - base) for s in d}
             row = self._row_eq(1.0)
             for col in self.x[i].values():
                 self._entry(self.eq, row, col, 1.0)
-        for k, e in enumerate(f.edges):
-            self._edge(f, dom, k, e)
-        for m in f.max_terms:
-            self._max_term(f, dom, m)
+        for k in edges:
+            self._edge(f, dom, k, f.edges[k])
+        for t in terms:
+            self._max_term(f, dom, f.max_terms[t])
 
     def _column(self, cost: float, lo: float = 0.0, hi: float = 1.0) -> int:
         self.cost.append(float(cost))
@@ -79,7 +86,7 @@ class _LP:
     def _edge(self, f: Formulation, dom: Domains, k: int, e) -> None:
         eff = dom.effective(f, k)
         if e.u == e.v:
-            self.y.append({})
+            self.y[k] = {}
             diag = {s: int(e.costs[s, s]) for s in self.x[e.u] if eff[s, s]}
             base = min(diag.values())
             self.const += base
@@ -93,7 +100,7 @@ class _LP:
         base = int(e.costs[eff].min())
         self.const += base
         cols = {(int(a), int(b)): self._column(int(e.costs[a, b]) - base) for a, b in pairs}
-        self.y.append(cols)
+        self.y[k] = cols
         rows = {a: self._row_eq(0.0) for a in self.x[e.u]}
         colrows = {b: self._row_eq(0.0) for b in self.x[e.v]}
         for (a, b), col in cols.items():
@@ -132,16 +139,21 @@ class _LP:
             self._entry(self.ub, row, z, -1.0)
 
 
-def lp_fixing(f: Formulation, dom: Domains, upper_bound: int, time_limit: float) -> tuple[set[int], int | None]:
-    """Reduced-cost fixing (module docstring); the nodes whose domains or pairs changed, and the LP bound.
+@dataclass
+class _Window:
+    """One LP's safe bound and, per candidate and pair, how far fixing it would raise that bound."""
 
-    Does nothing (returns no change and no bound) when the LP is not solved to
-    optimality within ``time_limit``.
-    """
+    bound: float
+    nodes: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per window node: candidates, rise at 1, rise at 0
+    edges: list[tuple[np.ndarray, np.ndarray]]  # per window edge: pairs [P, 2], rise at 1
+
+
+def _solve_window(f: Formulation, dom: Domains, part: tuple[list[int], list[int], list[int]], time_limit: float):
+    """The LP of one window (its nodes, the edges and max terms inside it), or None if not solved in time."""
     from scipy.optimize import linprog  # imported here: scipy loads only when the LP rule runs
     from scipy.sparse import csr_matrix
 
-    lp = _LP(f, dom)
+    lp = _LP(f, dom, *part)
     n = len(lp.cost)
     a_eq = csr_matrix((lp.eq[2], (lp.eq[0], lp.eq[1])), shape=(len(lp.b_eq), n))
     a_ub = csr_matrix((lp.ub[2], (lp.ub[0], lp.ub[1])), shape=(len(lp.b_ub), n)) if lp.b_ub else None
@@ -156,7 +168,7 @@ def lp_fixing(f: Formulation, dom: Domains, upper_bound: int, time_limit: float)
         options={"time_limit": max(time_limit, 0.01), "presolve": True},
     )
     if res.status != 0:
-        return set(), None
+        return None
     lam = np.asarray(res.eqlin.marginals, float)
     mu = np.minimum(np.asarray(res.ineqlin.marginals, float), 0.0) if lp.b_ub else np.zeros(0)
     c = np.array(lp.cost)
@@ -176,30 +188,122 @@ def lp_fixing(f: Formulation, dom: Domains, upper_bound: int, time_limit: float)
     box_err = err * np.maximum(np.abs(lo), np.abs(hi))
     lagrange = dual + box.sum() - dual_err - box_err.sum() - len(box) * EPS * np.abs(box).sum()
     lagrange -= 1e-9 * (abs(lagrange) + 1)  # one more margin for the summation above
-    slack = upper_bound - lp.const  # the relaxation's objective excludes the shifted constants
-    # with x_j at 1 the bound rises by (d_j - its box minimum); at 0 by (its box minimum's opposite)
-    rise_one = (d - err) * 1.0 - (box + box_err)
-    rise_zero = -(box + box_err) + np.minimum(0.0, (d - err) * lo)
-    changed: set[int] = set()
-    for i, cols in enumerate(lp.x):
+    # with x_j at 1 the bound rises by (d_j - its box minimum); at 0 by minus its box minimum
+    rise_one = d - err - (box + box_err)
+    rise_zero = -(box + box_err)
+    nodes = []
+    for i in part[0]:
+        cols = lp.x[i]
         idx = np.array(list(cols.values()))
-        cands = np.array(list(cols.keys()))
-        gone = lagrange + rise_one[idx] > slack
-        forced = lagrange + rise_zero[idx] > slack  # the candidate cannot be 0: every other one goes
-        if forced.any():
-            gone = gone | (cands != cands[np.argmax(forced)])
-        if gone.any() and not gone.all():
-            dom.masks[i][cands[gone]] = False
-            dom.counts["lp"] = dom.counts.get("lp", 0) + int(gone.sum())
-            changed.add(i)
-    for k, cols in enumerate(lp.y):
-        if not cols:
-            continue
+        nodes.append((np.array(list(cols.keys())), rise_one[idx], rise_zero[idx]))
+    edges = []
+    for k in part[1]:
+        cols = lp.y[k]
         keys = list(cols)
-        idx = np.array([cols[p] for p in keys])
-        gone = lagrange + rise_one[idx] > slack
-        if gone.any():
-            ab = np.array(keys)[gone]
-            dom.allowed[k][ab[:, 0], ab[:, 1]] = False
-            changed.update((f.edges[k].u, f.edges[k].v))
-    return changed, lp.const + int(np.floor(lagrange))
+        idx = np.array([cols[p] for p in keys], dtype=np.int64)
+        edges.append((np.array(keys, dtype=np.int64).reshape(-1, 2), rise_one[idx] if keys else np.zeros(0)))
+    return _Window(lp.const + lagrange, nodes, edges)
+
+
+def lp_fixing(f: Formulation, dom: Domains, upper_bound: int, time_limit: float) -> tuple[set[int], int | None]:
+    """Reduced-cost fixing (module docstring); the nodes whose domains or pairs changed, and the LP bound.
+
+    A formulation whose LP would have more than ``WHOLE_COLUMNS`` columns is
+    cut into windows (``windows.node_windows``: its layers, or slices of the
+    schedule): each window's LP covers its nodes and the edges and max terms
+    inside it, an edge or max term across windows counts at its least value,
+    and the sum is still a valid bound. Windows with identical tables are
+    solved once. A window whose LP is not solved within the time limit counts
+    at its term minima and fixes nothing.
+    """
+    deadline = time.perf_counter() + time_limit
+    parts, floor = _parts(f, dom)
+    solved: dict[bytes, _Window | None] = {}
+    results = []
+    for part in parts:
+        key = _signature(f, dom, part)
+        if key not in solved:
+            solved[key] = _solve_window(f, dom, part, deadline - time.perf_counter())
+        results.append(solved[key])
+    total = floor + sum(r.bound if r is not None else _part_minima(f, dom, part) for r, part in zip(results, parts))
+    changed: set[int] = set()
+    for r, (nodes, edges, _) in zip(results, parts):
+        if r is None:
+            continue
+        for i, (cands, one, zero) in zip(nodes, r.nodes):
+            gone = total + one > upper_bound
+            forced = total + zero > upper_bound  # the candidate cannot be 0: every other one goes
+            if forced.any():
+                gone = gone | (cands != cands[np.argmax(forced)])
+            if gone.any() and not gone.all():
+                dom.masks[i][cands[gone]] = False
+                dom.counts["lp"] = dom.counts.get("lp", 0) + int(gone.sum())
+                changed.add(i)
+        for k, (pairs, one) in zip(edges, r.edges):
+            gone = total + one > upper_bound
+            if gone.any():
+                dom.allowed[k][pairs[gone, 0], pairs[gone, 1]] = False
+                changed.update((f.edges[k].u, f.edges[k].v))
+    return changed, int(np.floor(total))
+
+
+def _parts(f: Formulation, dom: Domains) -> tuple[list[tuple[list[int], list[int], list[int]]], int]:
+    """Per window its nodes, inner edges and inner max terms; and the least value of everything across windows."""
+    windows = node_windows(f, dom, WHOLE_COLUMNS)
+    where = {i: w for w, nodes in enumerate(windows) for i in nodes}
+    edges: list[list[int]] = [[] for _ in windows]
+    floor = 0
+    for k, e in enumerate(f.edges):
+        if where[e.u] == where[e.v]:
+            edges[where[e.u]].append(k)
+        else:
+            floor += int(e.costs[dom.effective(f, k)].min())
+    terms: list[list[int]] = [[] for _ in windows]
+    for t, m in enumerate(f.max_terms):
+        ks = {k for alt in m.alternatives for k, _ in alt.edge_parts}
+        if all(where[f.edges[k].u] == where[f.edges[k].v] == where[m.node] for k in ks):
+            terms[where[m.node]].append(t)
+        else:
+            floor += max(
+                int(alt.unary[dom.masks[m.node]].min())
+                + sum(int(table[dom.effective(f, k)].min()) for k, table in alt.edge_parts)
+                for alt in m.alternatives
+            )
+    return [(w, edges[j], terms[j]) for j, w in enumerate(windows)], floor
+
+
+def _part_minima(f: Formulation, dom: Domains, part) -> int:
+    """The window's term minima: its bound when its LP was not solved."""
+    nodes, edges, terms = part
+    total = sum(int(f.nodes[i].costs[dom.masks[i]].min()) for i in nodes)
+    total += sum(int(f.edges[k].costs[dom.effective(f, k)].min()) for k in edges)
+    for t in terms:
+        m = f.max_terms[t]
+        total += max(
+            int(alt.unary[dom.masks[m.node]].min())
+            + sum(int(table[dom.effective(f, k)].min()) for k, table in alt.edge_parts)
+            for alt in m.alternatives
+        )
+    return total
+
+
+def _signature(f: Formulation, dom: Domains, part) -> bytes:
+    """Equal for windows whose LPs are identical (same tables in the same order), so each is solved once."""
+    nodes, edges, terms = part
+    local = {i: j for j, i in enumerate(nodes)}
+    local_edge = {k: j for j, k in enumerate(edges)}
+    h = hashlib.sha1()
+    for i in nodes:
+        h.update(f.nodes[i].costs.astype(np.int64).tobytes() + dom.masks[i].tobytes() + b"|")
+    for k in edges:
+        e = f.edges[k]
+        h.update(f"{local[e.u]},{local[e.v]}".encode() + e.costs.astype(np.int64).tobytes())
+        h.update(dom.effective(f, k).tobytes() + b"|")
+    for t in terms:
+        m = f.max_terms[t]
+        h.update(f"t{local[m.node]}".encode())
+        for alt in m.alternatives:
+            h.update(alt.unary.astype(np.int64).tobytes())
+            for k, table in alt.edge_parts:
+                h.update(f"{local_edge[k]}".encode() + table.astype(np.int64).tobytes())
+    return h.digest()

@@ -34,7 +34,7 @@ from spyreopt.solvers.presolve import Reduction, reduce_formulation
 
 GREEDY_SHARE = 0.1
 ANNEAL_SHARE = 0.1
-LP_SHARE = 0.2
+LP_SHARE = 0.3
 EXACT = ("cpsat", "milp")  # backends that prove: a better incumbent and the LP pay off in their proofs
 
 

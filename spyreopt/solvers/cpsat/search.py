@@ -12,8 +12,10 @@ from ortools.sat.python import cp_model
 
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import BufferKey, Formulation
+from spyreopt.solvers.addresses import place_assignment
 from spyreopt.solvers.cpsat.model import Built, build_model, estimate_size
 from spyreopt.solvers.presolve import Domains, domains
+from spyreopt.solvers.presolve.windows import layers
 
 # CP-SAT deterministic time per wall second, measured with one worker: about 0.19 on IOPDDL and in LNS windows,
 # 0.1 to 1.0 for a whole model with a NoOverlap2D placement (0.7-1.2 on the Spyre kernels, whose proofs need up
@@ -141,7 +143,7 @@ class Search:
         windows = _Windows(f, red)
         width = min(n, window or max(MIN_WINDOW, n // 10))
         per_window = max(planned / 12, 0.05)
-        spent, count, improved, status, bound, largest = 0.0, 0, 0, "timeout", None, 0
+        spent, count, improved, status, bound, largest, transplanted = 0.0, 0, 0, "timeout", None, 0, 0
         while spent < budget and time.perf_counter() < self.deadline:
             chosen = windows.next(width, incumbent)
             masks = [
@@ -164,6 +166,9 @@ class Search:
             if gained:
                 incumbent, improved = found, improved + 1
                 windows.rank = 0
+                if windows.last_layers:  # identical layers: the improved layer's choices may help the others
+                    incumbent, copied = self._transplant(windows, incumbent)
+                    transplanted += copied
             if len(chosen) == n and code == cp_model.OPTIMAL and not built.capped:
                 status, bound = "optimal", incumbent.objective
                 break
@@ -179,20 +184,52 @@ class Search:
             improvements=improved,
             final_window=width,
             largest_window_model=largest,
+            layer_transplants=transplanted,
             deterministic_time=spent,
         )
         if incumbent.source != "cpsat":
             return Run(None, status, bound, stats)
         return Run(incumbent, status, bound, stats)
 
+    def _transplant(self, windows: _Windows, incumbent: Incumbent) -> tuple[Incumbent, int]:
+        """Copy the choices of the layers just improved onto every layer of the same shape (same op
+        names after the layer prefix, same candidate counts), one layer at a time, keeping each copy
+        that is valid (placed anew when there are addresses) and better; how many were kept."""
+        f = self.f
+        kept = 0
+        for source in windows.last_layers:
+            for target, nodes in enumerate(windows.layers):
+                if target in windows.last_layers or _shape(f, nodes) != _shape(f, windows.layers[source]):
+                    continue
+                a = list(incumbent.assignment)
+                for i, j in zip(windows.layers[source], nodes):
+                    a[j] = a[i]
+                value = f.evaluate(a)
+                if value >= incumbent.objective or any("no address" not in v for v in f.violations(a, None)):
+                    continue
+                offsets = place_assignment(f, a, time_limit=0.2, seed=self.seed)
+                if offsets is None or f.violations(a, offsets if f.placement else None):
+                    continue
+                incumbent, kept = Incumbent(tuple(a), offsets, value, "cpsat"), kept + 1
+        return incumbent, kept
+
+
+def _shape(f: Formulation, nodes: list[int]) -> tuple:
+    return tuple((f.nodes[i].name.partition(".")[2], f.nodes[i].num_candidates) for i in nodes)
+
 
 class _Windows:
-    """The nodes an LNS window frees: alternately a slice of the schedule (in interval order) and
-    the graph neighbourhood (breadth first over edges) of a costly term of the incumbent, taken
-    in decreasing order of its excess over the term's minimum, restarting after an improvement."""
+    """The nodes an LNS window frees, in rotation: a slice of the schedule (in interval order), the
+    graph neighbourhood (breadth first over edges) of a costly term of the incumbent, taken in
+    decreasing order of its excess over the term's minimum, restarting after an improvement, and,
+    when the graph has layers (``presolve.windows.layers``), the next layer (with its successors
+    while they fit the width)."""
 
     def __init__(self, f: Formulation, red: Domains):
         self.f, self.red = f, red
+        self.layers = layers(f) or []
+        self.layer_pos = 0
+        self.last_layers: list[int] = []  # the layers the last window freed (empty for other kinds)
         self.order = sorted(range(len(f.nodes)), key=lambda i: (f.nodes[i].interval[0], i))
         self.adjacent = [
             sorted({f.edges[k].u for k in f.incident_edges(i)} | {f.edges[k].v for k in f.incident_edges(i)} - {i})
@@ -205,6 +242,9 @@ class _Windows:
     def next(self, width: int, incumbent: Incumbent) -> set[int]:
         n = len(self.order)
         self.count += 1
+        self.last_layers = []
+        if self.layers and self.count % 3 == 0 and width < n:
+            return self._layer_window(width)
         if self.count % 2 or width >= n:
             chosen = {self.order[(self.pos + j) % n] for j in range(width)}
             self.pos = (self.pos + max(width // 2, 1)) % n
@@ -222,6 +262,17 @@ class _Windows:
                 continue
             chosen.add(i)
             queue.extend(j for j in self.adjacent[i] if j not in chosen)
+        return chosen
+
+    def _layer_window(self, width: int) -> set[int]:
+        chosen: set[int] = set()
+        while len(self.last_layers) < len(self.layers):
+            layer = (self.layer_pos + len(self.last_layers)) % len(self.layers)
+            if chosen and len(chosen) + len(self.layers[layer]) > width:
+                break
+            chosen.update(self.layers[layer])
+            self.last_layers.append(layer)
+        self.layer_pos = (self.layer_pos + 1) % len(self.layers)
         return chosen
 
     def _costly(self, a) -> list[tuple[int, ...]]:

@@ -446,7 +446,7 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "problem.edges.nodes[0]" in capsys.readouterr().err
 
 
-def test_solve_reduced_maps_back_a_valid_plan_no_worse_than_greedy():
+def test_the_chain_maps_back_a_valid_plan_no_worse_than_greedy():
     from spyreopt.solvers.registry import solve_formulation
 
     for seed in range(8):

@@ -3,11 +3,15 @@
 1. Incumbent: the caller's ``hint`` if ``f.violations`` finds it valid, else
    the greedy backend's plan (``GREEDY_SHARE`` of the time), checked the same
    way; for the exact backends (``EXACT``) anneal then improves it
-   (``ANNEAL_SHARE``) and the better checked plan is kept. Only a checked
-   incumbent bounds the reductions.
+   (``ANNEAL_SHARE``; skipped when the formulation has more than
+   ``ANNEAL_CANDIDATES_PER_SECOND`` candidates per second of the limit, since
+   its set-up alone would overrun) and the better checked plan is kept. Only a
+   checked incumbent bounds the reductions.
 2. ``presolve.reduce_formulation(f, upper_bound=incumbent)``: the shared
    domain rules and structural reductions, each exact; for the exact backends
-   with LP reduced-cost fixing in the first pass (``LP_SHARE``).
+   with LP reduced-cost fixing in the first pass (``LP_SHARE``). They stop at
+   ``REDUCTION_SHARE`` of the limit past the steps before them (still exact;
+   ``stats["presolve"]["cut_by_clock"]`` says so).
 3. The backend searches the reduced formulation, warm-started with the
    incumbent projected onto it; greedy searches it from scratch.
 4. ``Reduction.expand`` maps the answer back; the inverted plan is checked
@@ -35,6 +39,8 @@ from spyreopt.solvers.presolve import Reduction, reduce_formulation
 GREEDY_SHARE = 0.1
 ANNEAL_SHARE = 0.1
 LP_SHARE = 0.3
+REDUCTION_SHARE = 0.2  # the reductions stop at this share past the steps before them (never reserved)
+ANNEAL_CANDIDATES_PER_SECOND = 2000  # anneal's set-up grows with the candidates: beyond this rate it is skipped
 EXACT = ("cpsat", "milp")  # backends that prove: a better incumbent and the LP pay off in their proofs
 
 
@@ -52,11 +58,15 @@ def solve_chain(
     start = time.perf_counter()
     stats: dict = {}
     exact = backend in EXACT
-    incumbent = _incumbent(f, hint, lookup, time_limit, seed, stats, exact)
+    improve = exact and sum(n.num_candidates for n in f.nodes) <= ANNEAL_CANDIDATES_PER_SECOND * time_limit
+    incumbent = _incumbent(f, hint, lookup, time_limit, seed, stats, improve)
     bound = None if incumbent is None else incumbent.objective
     lp_time = LP_SHARE * time_limit if exact and bound is not None else None
+    shares = GREEDY_SHARE + (ANNEAL_SHARE if improve else 0.0) + (LP_SHARE if lp_time else 0.0)
     try:
-        red = reduce_formulation(f, upper_bound=bound, lp_time=lp_time)
+        red = reduce_formulation(
+            f, upper_bound=bound, lp_time=lp_time, deadline=start + (shares + REDUCTION_SHARE) * time_limit
+        )
     except InfeasibleError:
         if incumbent is not None:
             raise SolverError(
@@ -65,7 +75,6 @@ def solve_chain(
         raise
     g = red.formulation
     stats["presolve"] = dict(red.stats)  # no times: stats reach the plan, which must be byte-stable
-    shares = GREEDY_SHARE + ((ANNEAL_SHARE + LP_SHARE) if exact else 0.0)
     limit = min((1 - shares) * time_limit, time_limit - (time.perf_counter() - start))
     if limit <= 0:
         if incumbent is None:
@@ -90,9 +99,9 @@ def _best_bound(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats: dict, exact: bool):
+def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats: dict, improve: bool):
     """A plan checked with ``f.violations``: the hint if valid, else greedy's (improved by anneal when
-    ``exact``); None if there is none."""
+    ``improve``); None if there is none."""
     if hint is not None:
         if isinstance(hint, Solution):
             assignment, offsets = tuple(int(s) for s in hint.assignment), dict(hint.offsets)
@@ -116,7 +125,7 @@ def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats
         return None
     stats["incumbent"] = "greedy"
     stats["greedy_objective"] = best.objective
-    if exact:
+    if improve:
         better = _checked(f, lookup("anneal")(f, time_limit=ANNEAL_SHARE * time_limit, seed=seed, hint=best))
         if better is not None and better.objective < best.objective:
             best = better

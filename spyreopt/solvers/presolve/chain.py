@@ -25,6 +25,7 @@ IOPDDL 1e18 entries exactly.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from spyreopt.model.formulation import BufferKey, Formulation
@@ -90,29 +91,36 @@ class Reduction:
         return tuple(out)
 
 
-def reduce_formulation(f: Formulation, *, upper_bound: int | None = None, lp_time: float | None = None) -> Reduction:
+def reduce_formulation(
+    f: Formulation, *, upper_bound: int | None = None, lp_time: float | None = None, deadline: float | None = None
+) -> Reduction:
     """Apply every exact reduction until none applies.
 
     ``upper_bound`` must be the objective of an assignment checked feasible
     with ``f.violations`` (for instance greedy's); with it, anything that cannot
     be part of a solution at least as good is removed. ``lp_time``: the first
     pass also runs the LP rule (reduced-cost fixing, ``presolve.lp``) for at
-    most this long; its bound is ``stats["lp_bound"]``. Raises InfeasibleError
+    most this long; its bound is ``stats["lp_bound"]``. ``deadline``
+    (``time.perf_counter()`` seconds): no rule runs past it (the reduction stays
+    exact; ``stats["cut_by_clock"]`` says it happened). Raises InfeasibleError
     when a domain empties (no assignment, or none within the bound).
     """
     state = State(f)
     passes = 0
     lp_bound = None
+    cut = False
     while True:
         passes += 1
         g, order = state.formulation(f.name + "-reduced")
-        dom = domains(g, upper_bound=upper_bound, lp_time=lp_time if passes == 1 else None)
+        dom = domains(g, upper_bound=upper_bound, lp_time=lp_time if passes == 1 else None, deadline=deadline)
         lp_bound = dom.lp_bound if passes == 1 else lp_bound
+        cut |= dom.cut_by_clock
         state.apply(dom, order)
         changed = False  # the domain rules are at their fixpoint: only a structural change calls for a new pass
         for step in (fold_edges, merge_parallel, merge_followers, eliminate):
             changed |= step(state)
-        if not changed:
+        if not changed or (deadline is not None and time.perf_counter() > deadline):
+            cut |= changed
             break
     reduced, order = state.formulation(f.name + "-reduced")
     stats = {
@@ -124,6 +132,7 @@ def reduce_formulation(f: Formulation, *, upper_bound: int | None = None, lp_tim
         "edges_before": len(f.edges),
         "edges_after": len(reduced.edges),
         "lp_bound": lp_bound,
+        "cut_by_clock": cut,
         **state.counts,
     }
     return Reduction(

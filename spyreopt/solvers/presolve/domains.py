@@ -31,6 +31,8 @@ incumbent).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from spyreopt.model.formulation import Formulation
@@ -49,6 +51,7 @@ def domains(
     forbid_huge: bool = False,
     dominance: bool = True,
     lp_time: float | None = None,
+    deadline: float | None = None,
 ) -> Domains:
     """Apply the rules of the module docstring to ``f`` (optionally within given domains).
 
@@ -56,6 +59,8 @@ def domains(
     ``f.violations``: pruning against an unchecked value is not exact.
     ``lp_time`` (with ``upper_bound``): also reduced-cost fixing from the LP
     relaxation (``presolve.lp``), given at most this many seconds.
+    ``deadline`` (``time.perf_counter()`` seconds): dominance and the LP stop
+    there (still exact; ``Domains.cut_by_clock`` says so).
     """
     masks = [np.ones(n.num_candidates, bool) for n in f.nodes] if masks is None else [m.copy() for m in masks]
     allowed = [np.ones(e.costs.shape, bool) if e.allowed is None else e.allowed.astype(bool) for e in f.edges]
@@ -74,10 +79,13 @@ def domains(
         if dom.threshold is not None:
             dom.conflict = arc_consistency(f, dom, range(len(f.nodes)))
     if dom.conflict is None and dominance:
-        dom.conflict = prune_dominated(f, dom, memory_limit(f) is not None)
-    if dom.conflict is None and upper_bound is not None and lp_time is not None:  # smallest LP: after dominance
+        dom.conflict = prune_dominated(f, dom, memory_limit(f) is not None, deadline)
+    if deadline is not None and lp_time is not None:
+        lp_time = min(lp_time, deadline - time.perf_counter())
+        dom.cut_by_clock |= lp_time <= 0
+    if dom.conflict is None and upper_bound is not None and lp_time is not None and lp_time > 0:  # after dominance
         changed, dom.lp_bound = lp_fixing(f, dom, upper_bound, lp_time)
         dom.conflict = arc_consistency(f, dom, sorted(changed))
         if dom.conflict is None and changed and dominance:
-            dom.conflict = prune_dominated(f, dom, memory_limit(f) is not None)
+            dom.conflict = prune_dominated(f, dom, memory_limit(f) is not None, deadline)
     return dom

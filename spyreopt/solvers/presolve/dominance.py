@@ -13,6 +13,7 @@ Identical candidates keep the lowest index (counted as "merged").
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import numpy as np
@@ -64,8 +65,9 @@ def _profile(f: Formulation, dom: Domains, i: int, memory: bool, unaries, tables
     return rows, np.hstack(blocks).astype(np.int64)
 
 
-def prune_dominated(f: Formulation, dom: Domains, memory: bool) -> str | None:
-    """Dominance to a fixpoint (module docstring, rule 4), interleaved with arc consistency."""
+def prune_dominated(f: Formulation, dom: Domains, memory: bool, deadline: float | None = None) -> str | None:
+    """Dominance to a fixpoint (module docstring), interleaved with arc consistency; stops early (still
+    exact, ``dom.cut_by_clock`` set) at ``deadline``."""
     unaries, tables = _node_tables(f, memory)
     neighbours = [
         sorted({f.edges[k].u for k in f.incident_edges(i)} | {f.edges[k].v for k in f.incident_edges(i)})
@@ -76,6 +78,9 @@ def prune_dominated(f: Formulation, dom: Domains, memory: bool) -> str | None:
     budget = 20 * len(f.nodes) + 100
     while queue and budget > 0:
         budget -= 1
+        if deadline is not None and time.perf_counter() > deadline:
+            dom.cut_by_clock = True
+            break
         i = queue.popleft()
         queued.discard(i)
         if dom.masks[i].sum() < 2:

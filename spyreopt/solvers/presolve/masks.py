@@ -28,6 +28,7 @@ class Domains:
     floor: int | None = None  # least objective of any assignment using an entry the huge-cost rule removed
     counts: dict[str, int] = field(default_factory=dict)
     conflict: str | None = None  # why no assignment exists, when a domain became empty
+    cut_by_clock: bool = False  # a rule stopped at the deadline: still exact, but less may be removed
 
     def domain(self, i: int) -> np.ndarray:
         return np.flatnonzero(self.masks[i])

@@ -14,8 +14,8 @@ from spyreopt.model.formulation import Edge, Formulation, Node
 from spyreopt.solvers import anneal, greedy
 from spyreopt.solvers.anneal.model import NEAR, CompiledModel
 from spyreopt.solvers.anneal.moves import Moves, Stream
-from spyreopt.solvers.anneal.units import merge_units, singletons
 from spyreopt.solvers.anneal.state import SearchState
+from spyreopt.solvers.anneal.units import merge_units, singletons
 from spyreopt.solvers.registry import get_backend, solve_formulation
 from spyreopt.testing.formulations import random_formulation
 

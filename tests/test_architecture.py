@@ -15,12 +15,18 @@ ones too: an import inside a function is still a dependency, only a later one.
 
 from __future__ import annotations
 
+import argparse
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 import spyreopt
+from spyreopt.cli import COMMANDS, build_parser
 
 ROOT = Path(spyreopt.__file__).parent
 MAX_LINES = 600
@@ -166,3 +172,65 @@ def test_no_cycle_between_parts_even_through_deferred_imports():
             parts.add_edge(*pair)
     cycles = [sorted(c) for c in nx.strongly_connected_components(parts) if len(c) > 1]
     assert not cycles, f"parts of spyreopt importing each other: {cycles}"
+
+
+HEAVY = (
+    "numpy",
+    "scipy",
+    "pandas",
+    "networkx",
+    "ortools",
+    "pulp",
+    "highspy",
+    "dask",
+    "matplotlib",
+    "diskcache",
+    "torch",
+)
+
+
+def _loaded_after(code: str) -> set[str]:
+    """Top-level packages a fresh interpreter has imported after running ``code``."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT.parent)},
+    )  # fmt: skip
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import spyreopt",
+        "from spyreopt.cli import build_parser; build_parser(['--help'])",
+        "from spyreopt.cli import build_parser; build_parser(['place', '--help'])",
+    ],
+)
+def test_start_up_loads_no_heavy_dependency(code):
+    heavy = _loaded_after(code) & set(HEAVY)
+    assert not heavy, f"{code!r} imports {sorted(heavy)}: load them where the subcommand or backend runs"
+
+
+def test_the_root_exposes_every_public_name():
+    import spyreopt as so
+
+    for name in so.__all__:
+        assert getattr(so, name) is not None
+    assert so.solve.__module__ == "spyreopt.api" and so.workloads.__name__ == "spyreopt.workloads"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        so.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_listed_subcommand_says_what_its_module_says(name):
+    """``spyreopt --help`` lists subcommands from COMMANDS without importing them: the text must be the module's."""
+    listed = {a.dest: a.help for a in _subparsers(build_parser(["--help"]))._choices_actions}
+    real = _subparsers(build_parser([name]))
+    assert real.choices[name].get_default("func") is not None, (
+        f"module {COMMANDS[name][0]!r} does not register {name!r}"
+    )
+    assert listed[name] == {a.dest: a.help for a in real._choices_actions}[name]
+
+
+def _subparsers(parser):
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

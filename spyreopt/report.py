@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
+from spyreopt.model.division import label
 from spyreopt.model.plan import Plan
-
-
-def _division(d: dict[str, int]) -> str:
-    split = [f"{k}{v}" for k, v in d.items() if v > 1]
-    return "x".join(split) if split else "-"
 
 
 def plan_table(plan: Plan) -> str:
@@ -19,7 +15,7 @@ def plan_table(plan: Plan) -> str:
             (
                 o.name,
                 o.kind,
-                _division(o.division),
+                label(o.division),
                 str(o.cores),
                 str(o.stick),
                 o.residency,

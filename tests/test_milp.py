@@ -255,13 +255,7 @@ def test_highs_prints_nothing():
 @pytest.mark.slow
 @pytest.mark.parametrize("letter, best", [("B", 532_843), ("G", 217_039)])
 def test_iopddl_proven_optimal(letter, best):
-    path = (
-        Path(__file__).resolve().parents[2]
-        / "shared"
-        / "benchmarks"
-        / "iopddl"
-        / f"asplos-2025-iopddl-{letter}.json.gz"
-    )
+    path = Path(__file__).parent / "data" / "iopddl" / f"asplos-2025-iopddl-{letter}.json.gz"
     f = load_iopddl(path)
     sol = milp.solve(f, time_limit=120, seed=0)
     assert_valid(f, sol)

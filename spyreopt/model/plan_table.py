@@ -1,13 +1,13 @@
-"""Plain-text tables of plans, for the CLI and for people reading a plan."""
+"""Plain-text table of a plan (``Plan.table``), for the CLI and for people reading a plan."""
 
 from __future__ import annotations
 
-from spyreopt.model.plan import Plan
+from typing import TYPE_CHECKING
 
+from spyreopt.model.division import label
 
-def _division(d: dict[str, int]) -> str:
-    split = [f"{k}{v}" for k, v in d.items() if v > 1]
-    return "x".join(split) if split else "-"
+if TYPE_CHECKING:
+    from spyreopt.model.plan import Plan
 
 
 def plan_table(plan: Plan) -> str:
@@ -19,7 +19,7 @@ def plan_table(plan: Plan) -> str:
             (
                 o.name,
                 o.kind,
-                _division(o.division),
+                label(o.division),
                 str(o.cores),
                 str(o.stick),
                 o.residency,

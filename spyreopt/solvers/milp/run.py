@@ -11,18 +11,17 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pulp
 
 from spyreopt.errors import SolverError
+from spyreopt.solvers.quiet import quiet_stdout
 
 ABS_GAP = 0.999
 """Costs are integers, so a gap below 1 proves optimality; asking for less only burns time.
@@ -50,21 +49,6 @@ class RunResult:
 Runner = Callable[..., RunResult]
 
 
-@contextmanager
-def _quiet_stdout():
-    """Silence file descriptor 1: HiGHS prints its banner from C++ on creation, whatever output_flag says."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
 def _seconds_left(deadline: float, prob: pulp.LpProblem, share: float = 1.0) -> float:
     """The solver's own time limit, taken as late as possible: what remains, less the read-back."""
     reserve = READ_SECONDS_PER_VARIABLE * prob.numVariables()
@@ -81,7 +65,7 @@ class _HiGHS(pulp.HiGHS):
         self.deadline = deadline
 
     def createAndConfigureSolver(self, lp):
-        with _quiet_stdout():
+        with quiet_stdout():
             super().createAndConfigureSolver(lp)
 
     def callSolver(self, lp):

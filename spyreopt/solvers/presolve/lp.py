@@ -26,10 +26,10 @@ import numpy as np
 from spyreopt.model.formulation import Formulation
 from spyreopt.solvers.presolve.masks import Domains
 from spyreopt.solvers.presolve.windows import node_windows
+from spyreopt.solvers.quiet import quiet_stdout
 
 EPS = np.finfo(np.float64).eps
 WHOLE_COLUMNS = 150_000  # a larger LP is cut into windows (HiGHS needs tens of seconds for a million columns)
-LP_METHOD = "highs-ds"  # dual simplex: 2-10x faster than the default on these LPs, and its duals fix most
 
 
 class _LP:
@@ -148,42 +148,59 @@ class _Window:
     edges: list[tuple[np.ndarray, np.ndarray]]  # per window edge: pairs [P, 2], rise at 1
 
 
+def _run_highs(lp: _LP, time_limit: float) -> np.ndarray | None:
+    """Row duals of the LP by HiGHS's dual simplex (equality rows, then ``<=`` rows), or None if not optimal."""
+    import highspy  # imported here: it loads only when the LP rule runs (scipy.optimize would cost seconds)
+
+    n, m_eq = len(lp.cost), len(lp.b_eq)
+    rows = np.array(lp.eq[0] + [m_eq + r for r in lp.ub[0]], dtype=np.int32)
+    cols = np.array(lp.eq[1] + lp.ub[1], dtype=np.int64)
+    vals = np.array(lp.eq[2] + lp.ub[2], dtype=np.float64)
+    order = np.argsort(cols, kind="stable")
+    model = highspy.HighsLp()
+    model.num_col_, model.num_row_ = n, m_eq + len(lp.b_ub)
+    model.col_cost_, model.col_lower_, model.col_upper_ = lp.cost, lp.lo, lp.hi
+    model.row_lower_ = lp.b_eq + [-highspy.kHighsInf] * len(lp.b_ub)
+    model.row_upper_ = lp.b_eq + lp.b_ub
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.start_ = np.searchsorted(cols[order], np.arange(n + 1)).astype(np.int32)
+    model.a_matrix_.index_ = rows[order]
+    model.a_matrix_.value_ = vals[order]
+    with quiet_stdout():
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)  # HiGHS's thread scheduler is global: the MILP backend's setting, and deterministic
+    h.setOptionValue("solver", "simplex")
+    h.setOptionValue("simplex_strategy", 1)  # dual simplex: 2-10x faster than the default here, and its duals fix most
+    h.setOptionValue("time_limit", max(time_limit, 0.01))
+    h.passModel(model)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return np.array(h.getSolution().row_dual, dtype=np.float64)
+
+
 def _solve_window(f: Formulation, dom: Domains, part: tuple[list[int], list[int], list[int]], time_limit: float):
     """The LP of one window (its nodes, the edges and max terms inside it), or None if not solved in time."""
-    from scipy.optimize import linprog  # imported here: scipy loads only when the LP rule runs
-    from scipy.sparse import csr_matrix
-
     lp = _LP(f, dom, *part)
-    n = len(lp.cost)
-    a_eq = csr_matrix((lp.eq[2], (lp.eq[0], lp.eq[1])), shape=(len(lp.b_eq), n))
-    a_ub = csr_matrix((lp.ub[2], (lp.ub[0], lp.ub[1])), shape=(len(lp.b_ub), n)) if lp.b_ub else None
-    res = linprog(
-        np.array(lp.cost),
-        A_ub=a_ub,
-        b_ub=np.array(lp.b_ub) if lp.b_ub else None,
-        A_eq=a_eq,
-        b_eq=np.array(lp.b_eq),
-        bounds=np.column_stack([lp.lo, lp.hi]),
-        method=LP_METHOD,
-        options={"time_limit": max(time_limit, 0.01), "presolve": True},
-    )
-    if res.status != 0:
+    y = _run_highs(lp, time_limit)
+    if y is None:
         return None
-    lam = np.asarray(res.eqlin.marginals, float)
-    mu = np.minimum(np.asarray(res.ineqlin.marginals, float), 0.0) if lp.b_ub else np.zeros(0)
+    m_eq = len(lp.b_eq)
+    y[m_eq:] = np.minimum(y[m_eq:], 0.0)  # a <= row's multiplier must be <= 0 for the bound to hold
+    rows = np.array(lp.eq[0] + [m_eq + r for r in lp.ub[0]], dtype=np.int64)
+    cols = np.array(lp.eq[1] + lp.ub[1], dtype=np.int64)
+    vals = np.array(lp.eq[2] + lp.ub[2], dtype=np.float64)
+    b = np.array(lp.b_eq + lp.b_ub, dtype=np.float64)
     c = np.array(lp.cost)
     lo, hi = np.array(lp.lo), np.array(lp.hi)
-    d = c - a_eq.T @ lam - (a_ub.T @ mu if a_ub is not None else 0.0)
-    # error of each reduced cost: (column count + 2) * eps * (|c| + |A|^T |lam|)
-    mag = np.abs(c) + abs(a_eq).T @ np.abs(lam) + (abs(a_ub).T @ np.abs(mu) if a_ub is not None else 0.0)
-    nnz = np.diff(a_eq.tocsc().indptr) + (np.diff(a_ub.tocsc().indptr) if a_ub is not None else 0)
-    err = (nnz + 2) * EPS * mag
-    dual = float(lam @ np.array(lp.b_eq)) + (float(mu @ np.array(lp.b_ub)) if lp.b_ub else 0.0)
-    dual_err = (
-        (len(lam) + len(mu) + 2)
-        * EPS
-        * (float(np.abs(lam) @ np.abs(lp.b_eq)) + (float(np.abs(mu) @ np.abs(lp.b_ub)) if lp.b_ub else 0.0))
-    )
+    n = len(c)
+    d = c - np.bincount(cols, weights=vals * y[rows], minlength=n)
+    # error of each reduced cost: (column count + 2) * eps * (|c| + |A|^T |y|)
+    mag = np.abs(c) + np.bincount(cols, weights=np.abs(vals * y[rows]), minlength=n)
+    err = (np.bincount(cols, minlength=n) + 2) * EPS * mag
+    dual = float(y @ b)
+    dual_err = (len(y) + 2) * EPS * float(np.abs(y) @ np.abs(b))
     box = np.minimum(d * lo, d * hi)
     box_err = err * np.maximum(np.abs(lo), np.abs(hi))
     lagrange = dual + box.sum() - dual_err - box_err.sum() - len(box) * EPS * np.abs(box).sum()

@@ -19,11 +19,15 @@
    the limit is solved whole.
    A larger one is solved by large-neighbourhood search: a window of nodes
    keeps its candidates, every other node is fixed to the incumbent, and
-   buffers not live during the window keep their addresses. Windows alternate
-   between a slice of the schedule (nodes in interval order, sliding by half a
-   width) and the graph neighbourhood of a costly term of the incumbent (terms
-   by decreasing excess over their minimum); they grow after a window is solved
-   to optimality quickly and shrink after one times out without gain. A window
+   buffers not live during the window keep their addresses; each window's
+   domains come from the shared ``presolve.domains``, bounded by the incumbent.
+   Windows rotate between a slice of the schedule (nodes in interval order,
+   sliding by half a width), the graph neighbourhood of a costly term of the
+   incumbent (terms by decreasing excess over their minimum) and, when the
+   graph has layers, the next layer; an improved layer's choices are copied
+   onto the layers of the same shape when that is valid and better (identical
+   layers). Windows grow after one is solved to optimality quickly and shrink
+   after one times out without gain. A window
    that covers every node is the whole model, so "optimal" is still reported
    when proven. Whenever CP-SAT gives no bound (LNS, or no solution in time)
    the bound reported is the sum of the cost terms' minima.

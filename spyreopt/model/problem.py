@@ -129,6 +129,7 @@ class Problem:
         self.ops = [o for o in graph.ops.values() if o.kind != "view"]
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.fixed = fixed
+        self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self.cands = [
             OpCandidates(graph, o, self.hw, self.coef, max_layouts, fixed[o.name][:2] if fixed and o.name in fixed else None)
             for o in self.ops

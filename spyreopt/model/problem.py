@@ -114,10 +114,10 @@ class Problem:
         coefficients: Coefficients | None = None,
         *,
         max_layouts: int = 6,
-        fixed: dict[str, tuple[tuple[int, ...], int, str]] | None = None,
+        fixed: dict[str, tuple[tuple[int, ...] | str, int, str]] | None = None,
     ):
-        """``fixed`` maps op names -> (factors, stick, residency): those ops get exactly that one candidate
-        (all ops: the problem of a plan's decisions, to check it; some: pinned ops, e.g. opaque ones)."""
+        """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency): those ops get
+        exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned ops)."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()

@@ -72,3 +72,15 @@ def test_optimal_claims_agree_on_real_shapes(graph):
 @given(real_shape_graphs())
 def test_optimal_claims_agree_on_many_real_shapes(graph):
     cross_check(graph)
+
+
+def test_optimal_says_what_it_is_relative_to():
+    """Enumeration prunes divisions, so an optimum is over the enumerated candidates, and the plan says so."""
+    problem = so.Problem(workloads.get("mlp"), max_layouts=4)
+    plan = so.solve(problem, backend="cpsat", time_limit=30, seed=0)
+    assert plan.status == "optimal"
+    assert (
+        "optimal and bound over the enumerated candidates: per op and output stick dim, the 4 divisions" in plan.message
+    )
+    greedy = so.solve(problem, backend="greedy", seed=0)
+    assert greedy.bound_us is None and "enumerated" not in greedy.message

@@ -5,7 +5,7 @@ import pytest
 import spyreopt as so
 from spyreopt.errors import PlanError
 from spyreopt.model.candidates import OpCandidates, analyse_edge
-from spyreopt.model.division import enumerate_divisions, iteration_box, label, owners
+from spyreopt.model.division import enumerate_divisions, iteration_box, label, owners, parse_label
 from spyreopt.model.layout import contiguous_runs, num_sticks, padded_bytes, span_bytes
 from spyreopt.model.opspace import op_space
 
@@ -152,3 +152,9 @@ def test_divisions_read_as_named_factors_in_tables_and_errors():
     g = so.workloads.get("mlp")
     with pytest.raises(PlanError, match=r"division m:8 x n:8 uses 64 cores"):
         cands(g, "up").checked_layout((8, 8, 1), 1)
+    # pins take the same names
+    assert parse_label("n:4 x k:2", ("m", "n", "k")) == (1, 4, 2) and parse_label("unsplit", ("m",)) == (1,)
+    with pytest.raises(PlanError, match=r"'q:2' is not dim:factor over the dims \['m', 'n', 'k'\]"):
+        parse_label("q:2", ("m", "n", "k"))
+    plan = so.solve(so.Problem(g, fixed={"gelu": ("d0:2 x d1:8", 1, "hbm")}), backend="greedy")
+    assert label(plan.op("gelu").division) == "d0:2 x d1:8"

@@ -10,8 +10,10 @@ configurations per family drawn with another seed.
 
 Part 2 solves every built-in workload with each backend (greedy, cpsat, milp,
 anneal, independent, hbm), simulates each plan, and prints predicted and simulated
-µs side by side with the rank agreement of the two columns (Spearman, and the pairs
-ordered differently by more than ``--tolerance`` on both sides). One-op workloads,
+µs side by side with the rank agreement of the two columns (Spearman, and
+``spyreopt.costmodel.ranking``: the ordered pairs, separated by more than
+``--tolerance`` on both sides, and how many of them are inverted; tied pairs,
+such as two backends returning one plan, are counted apart). One-op workloads,
 where every backend finds the same plan, also rank every candidate layout.
 
     python benchmarks/bench_fit.py
@@ -23,15 +25,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from itertools import combinations
 
 from scipy.stats import spearmanr
 
 import spyreopt as so
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.fit import evaluate, fit, format_table
+from spyreopt.costmodel.ranking import rank_agreement, total
 from spyreopt.costmodel.sampling import random_configs, simulate_samples
 from spyreopt.fixed import plan_for
+from spyreopt.model.division import label
 from spyreopt.model.problem import Problem
 
 BACKENDS = ("greedy", "cpsat", "milp", "anneal", "independent", "hbm")
@@ -52,18 +55,6 @@ def fit_table(samples_per_family: int, seed: int, check: int) -> None:
         print(format_table(evaluate(Coefficients.load(), fresh)))
 
 
-def discordant(pred: list[float], sim: list[float], tol: float) -> tuple[int, int]:
-    """(pairs ordered oppositely by more than tol on both sides, pairs separated by more than tol in both)."""
-    bad = total = 0
-    for i, j in combinations(range(len(pred)), 2):
-        dp = (pred[i] - pred[j]) / max(pred[i], pred[j])
-        ds = (sim[i] - sim[j]) / max(sim[i], sim[j])
-        if abs(dp) > tol and abs(ds) > tol:
-            total += 1
-            bad += (dp > 0) != (ds > 0)
-    return bad, total
-
-
 def ranking(workloads: list[str], time_limit: float, tol: float, coefficients: Coefficients | None) -> None:
     summary = []
     for name in workloads:
@@ -76,7 +67,7 @@ def ranking(workloads: list[str], time_limit: float, tol: float, coefficients: C
             rows.append((backend, plan.cost_us, sim, plan.status, time.perf_counter() - t0))
         pred, simt = [r[1] for r in rows], [r[2] for r in rows]
         rho = _spearman(pred, simt)
-        bad, total = discordant(pred, simt, tol)
+        agreement = rank_agreement(pred, simt, tol)
         by_pred = [r[0] for r in sorted(rows, key=lambda r: (r[1], r[0]))]
         by_sim = [r[0] for r in sorted(rows, key=lambda r: (r[2], r[0]))]
         print(f"\n{name}  ({len(g.ops)} ops)")
@@ -87,13 +78,14 @@ def ranking(workloads: list[str], time_limit: float, tol: float, coefficients: C
             print(f"  {backend:12s} {p:12.3f} {s:12.3f} {s / p:8.3f} {status:>9s} {sec:6.1f}")
         print(f"  order by predicted: {' < '.join(by_pred)}")
         print(f"  order by simulated: {' < '.join(by_sim)}")
-        print(f"  Spearman {rho}; pairs ordered oppositely (both gaps > {tol:.0%}): {bad} of {total}")
-        summary.append((name, rho, bad, total, min(simt) / simt[pred.index(min(pred))]))
+        print(f"  Spearman {rho}; {agreement.summary()} (a gap of {tol:.0%} or less is a tie)")
+        summary.append((name, rho, agreement, min(simt) / simt[pred.index(min(pred))]))
     print(
-        f"\n{'workload':18s} {'Spearman':>13s} {'discordant':>10s} {'best simulated / simulated of best predicted':>45s}"
+        f"\n{'workload':18s} {'Spearman':>13s} {'inverted/ordered':>16s} {'best simulated / simulated of best predicted':>45s}"
     )
-    for name, rho, bad, total, ratio in summary:
-        print(f"{name:18s} {rho:>13s} {f'{bad}/{total}':>10s} {ratio:45.3f}")
+    for name, rho, a, ratio in summary:
+        print(f"{name:18s} {rho:>13s} {f'{a.inversions}/{a.ordered}':>16s} {ratio:45.3f}")
+    print(f"\nall workloads: {total(a for _, _, a, _ in summary).summary()}; a gap of {tol:.0%} or less is a tie")
 
 
 def _spearman(pred: list[float], sim: list[float]) -> str:
@@ -115,10 +107,9 @@ def candidate_ranking(name: str, tol: float, coefficients: Coefficients | None) 
     print(f"\n{name}: every candidate layout of {op!r}")
     print(f"  {'division':32s} {'predicted us':>12s} {'simulated us':>12s}")
     for div, p, t in sorted(rows, key=lambda r: r[2]):
-        print(f"  {str({k: v for k, v in div.items() if v > 1}):32s} {p:12.3f} {t:12.3f}")
-    bad, total = discordant(pred, sim, tol)
+        print(f"  {label(div):32s} {p:12.3f} {t:12.3f}")
     print(
-        f"  Spearman {_spearman(pred, sim)}; pairs ordered oppositely (both gaps > {tol:.0%}): {bad} of {total}; "
+        f"  Spearman {_spearman(pred, sim)}; {rank_agreement(pred, sim, tol).summary()}; "
         f"simulated spread worst/best {max(sim) / min(sim):.2f}x"
     )
 

@@ -1,16 +1,31 @@
-"""A lower bound on any plan's predicted time, per workload.
+"""What "optimal" and a bound cover, and a lower bound on any plan's predicted time, per workload.
 
-Per op: the cheapest candidate's additive cost plus its op time with only its
-own device-memory traffic (graph inputs and weights read, its output written
-unless it stays resident) and the most overlap; every edge is taken as free
-(in place). Every term of the true cost is at least this, so the sum bounds
-every plan.
+Candidate enumeration prunes (``model/candidates.py``), and no dominance
+argument shows the pruned divisions are never better. So every claim here and
+every backend's "optimal" and ``bound_us`` hold over the enumerated candidates
+only, as ``candidate_scope`` says in the plan's message.
+
+``lower_bound_us``: per op, the cheapest enumerated candidate's additive cost
+plus its op time with only its own device-memory traffic (graph inputs and
+weights read, its output written unless it stays resident) and the most
+overlap; every edge is taken as free (in place). Every term of the true cost
+is at least this, so the sum bounds every plan built from those candidates.
 """
 
 from __future__ import annotations
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.model.problem import Problem
+
+
+def candidate_scope(problem: Problem) -> str:
+    """The set of plans an "optimal" or a bound is about, in words (appended to such a plan's message)."""
+    return (
+        "optimal and bound over the enumerated candidates: per op and output stick dim, the "
+        f"{problem.max_layouts} divisions fastest alone and the {max(problem.max_layouts // 2, 1)} fastest in compute, "
+        "among those using at least a quarter of the most cores a legal division can use; stick on the last "
+        "dim (or the second-to-last for pointwise ops and reductions)"
+    )
 
 
 def lower_bound_us(problem: Problem) -> float:

@@ -23,6 +23,7 @@ from spyreopt.model.division import (
     label,
     legal_factors,
     owners,
+    parse_label,
     project,
     reduction_split,
 )
@@ -102,9 +103,12 @@ class OpCandidates:
         self._sizes: dict[tuple[int, int, int], tuple[int, int, int]] = {}
         self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
 
-    def checked_layout(self, factors: tuple[int, ...], stick: int) -> Layout:
-        """The layout of a given division and stick dim, or PlanError saying which rule it breaks."""
+    def checked_layout(self, factors: tuple[int, ...] | str, stick: int) -> Layout:
+        """The layout of a given division (factors, or a label such as ``"m:4 x n:8"``) and stick dim,
+        or PlanError saying which rule it breaks."""
         name, space = self.op.name, self.space
+        if isinstance(factors, str):
+            factors = parse_label(factors, space.dims)
         rank = len(self.out.shape)
         if not 0 <= stick < rank:
             raise PlanError(f"op {name!r}: stick dim {stick} out of range for output rank {rank}")

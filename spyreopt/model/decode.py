@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from spyreopt.costmodel.analytic import COST_UNIT_US
+from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
 from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
 from spyreopt.model.problem import Problem
@@ -12,6 +13,13 @@ WALL_CLOCK_STATS = {
     "seconds", "wall_time", "moves_per_second", "user_time", "timing", "placement_seconds", "solve_seconds",
     "lns_seconds", "model_seconds", "original_solve_seconds", "wall_limit_hit",
 }  # fmt: skip
+
+
+def _scoped(problem: Problem, sol: Solution) -> str:
+    """The backend's message, plus what an "optimal" or a bound is relative to when there is one."""
+    if sol.status != "optimal" and sol.bound is None:
+        return sol.message
+    return "; ".join(m for m in (sol.message, candidate_scope(problem)) if m)
 
 
 def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
@@ -86,6 +94,6 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
         solve_seconds=round(sol.seconds, 6),
         backend=backend,
         seed=seed,
-        message=sol.message,
+        message=_scoped(problem, sol),
         stats=stats,
     )

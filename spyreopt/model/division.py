@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import product
 from math import prod
 
+from spyreopt.errors import PlanError
 from spyreopt.model.layout import Box
 from spyreopt.model.opspace import OpSpace
 
@@ -36,6 +37,17 @@ def label(division: dict[str, int]) -> str:
     Named dims with a colon, so a split never reads as one long number (``d016xd12``).
     """
     return " x ".join(f"{d}:{f}" for d, f in division.items() if f > 1) or "unsplit"
+
+
+def parse_label(text: str, dims: tuple[str, ...]) -> tuple[int, ...]:
+    """The factors of a division written as ``label`` writes it (for pins: ``"b:16 x k:2"``), in ``dims`` order."""
+    factors = dict.fromkeys(dims, 1)
+    for part in [] if text.strip() == "unsplit" else text.split(" x "):
+        name, sep, value = part.strip().partition(":")
+        if not sep or name not in factors or not value.isdigit() or int(value) < 1:
+            raise PlanError(f"division {text!r}: {part.strip()!r} is not dim:factor over the dims {list(dims)}")
+        factors[name] = int(value)
+    return tuple(factors.values())
 
 
 def legal_factors(extent: int, unit: int) -> list[int]:

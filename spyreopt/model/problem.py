@@ -114,10 +114,10 @@ class Problem:
         coefficients: Coefficients | None = None,
         *,
         max_layouts: int = 6,
-        fixed: dict[str, tuple[tuple[int, ...], int, str]] | None = None,
+        fixed: dict[str, tuple[tuple[int, ...] | str, int, str]] | None = None,
     ):
-        """``fixed`` maps op names -> (factors, stick, residency): those ops get exactly that one candidate
-        (all ops: the problem of a plan's decisions, to check it; some: pinned ops, e.g. opaque ones)."""
+        """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency): those ops get
+        exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned ops)."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
@@ -129,6 +129,7 @@ class Problem:
         self.ops = [o for o in graph.ops.values() if o.kind != "view"]
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.fixed = fixed
+        self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self.cands = [
             OpCandidates(graph, o, self.hw, self.coef, max_layouts, fixed[o.name][:2] if fixed and o.name in fixed else None)
             for o in self.ops

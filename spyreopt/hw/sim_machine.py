@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from math import ceil, prod
 
 from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import TRANSCENDENTAL
+from spyreopt.model.graph import TRANSCENDENTAL
 from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs
 
 

@@ -27,7 +27,7 @@ from spyreopt.model.division import (
     project,
     reduction_split,
 )
-from spyreopt.model.graph import Graph, Op, Tensor
+from spyreopt.model.graph import TRANSCENDENTAL, Graph, Op, Tensor
 from spyreopt.model.layout import (
     Box,
     box_extents,
@@ -37,8 +37,6 @@ from spyreopt.model.layout import (
     span_bytes,
 )
 from spyreopt.model.opspace import OpSpace, op_space
-
-TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from math import prod
 
 from spyreopt.errors import PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph, Op
+from spyreopt.model.hardware import HardwareSpec
 
 Box = tuple[tuple[int, int], ...]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from spyreopt.errors import FormatError, GraphError, PlanError
 from spyreopt.hw.sim_slices import Box, Ref, Slicing, Space, base_of, core_index, slicing, space_of
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph, Op, Tensor
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import span_bytes
 from spyreopt.model.plan import Plan
 

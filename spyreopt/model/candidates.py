@@ -17,7 +17,6 @@ import numpy as np
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.division import (
     Division,
     enumerate_divisions,
@@ -28,6 +27,7 @@ from spyreopt.model.division import (
     reduction_split,
 )
 from spyreopt.model.graph import TRANSCENDENTAL, Graph, Op, Tensor
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import (
     Box,
     box_extents,

@@ -6,12 +6,13 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.errors import PlanError
+from spyreopt.errors import PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.model.restrict import Restriction, check_restriction, make_problem
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ def solve(
     coefficients: Coefficients | None = None,
     cache: PlanCache | str | os.PathLike | None = None,
     decompose: str | None = None,
+    pin: dict[str, dict[str, Any]] | None = None,
+    forbid: tuple[str, ...] | list[str] | str | None = None,
     **options: Any,
 ) -> Plan:
     """Plan a graph with one backend. The returned plan has passed ``validate``.
@@ -37,8 +40,12 @@ def solve(
     ``cache`` (a ``spyreopt.cache.PlanCache`` or a directory) returns the stored
     plan of the same canonical problem, relabelled, instead of solving again;
     ``decompose="layers"`` solves each distinct repeated segment once
-    (``spyreopt.cache.solve_repeated``).
+    (``spyreopt.cache.solve_repeated``). ``pin`` and ``forbid`` restrict the decisions
+    (``spyreopt.model.restrict``); the plan is checked to honour them.
     """
+    restriction = Restriction.of(pin, forbid)
+    if not restriction.empty and (cache is not None or decompose is not None or isinstance(graph, Problem)):
+        raise SolverError("pin/forbid apply to a graph solved directly: not with cache, decompose or a built Problem")
     if cache is not None or decompose is not None:
         from spyreopt.cache import solve_cached  # imported here: spyreopt.cache builds on this module
 
@@ -46,7 +53,9 @@ def solve(
             graph, backend, time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients,
             cache=cache, decompose=decompose, **options,
         )  # fmt: skip
-    problem = graph if isinstance(graph, Problem) else Problem(graph, hardware, coefficients)
+    problem = (
+        graph if isinstance(graph, Problem) else make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid)
+    )
     baseline = get_problem_backend(backend)
     if baseline is not None:
         sol = baseline(problem, time_limit=time_limit, seed=seed, **options)
@@ -58,4 +67,7 @@ def solve(
         plan.validate()
     except PlanError as exc:
         raise PlanError(f"backend {backend!r} returned an invalid plan: {exc}") from exc
+    if not restriction.empty:
+        check_restriction(plan, restriction)
+        plan.stats["restriction"] = restriction.to_dict()
     return plan

@@ -11,8 +11,10 @@ and every backend sees the restriction because it is in the Formulation.
   dims not named stay free. ``"lx"`` means on chip (``lx``, or ``lx+hbm`` for a
   graph output, which is always written back).
 * ``forbid``: ``"inplace"`` (nothing stays on chip: every tensor goes through
-  device memory), ``"relayout"`` (no on-chip copy between slicings),
-  ``"restickify"`` (every tensor is read in the stick it is stored in),
+  device memory), ``"relayout"`` (no on-chip copy between slicings; where the
+  cost model would relayout an ``lx+hbm`` tensor rather than re-read its written
+  copy, that pair is removed, not turned into a spill), ``"restickify"`` (every
+  tensor is read in the stick it is stored in),
   ``"staging"`` and ``"tiling"`` (nothing to forbid: graph inputs are not
   staged on chip and no tiled loops are planned yet).
 """
@@ -224,11 +226,21 @@ class RestrictedProblem(Problem):
             return
         e = self.edges[k]
         prod_, cons = self.ops[e.producer].name, self.ops[e.consumer].name
+        infos = [
+            Problem._pair(self, e, cu, cv)  # the unrestricted pair: what the restriction took away
+            for cu in self.candidates[e.producer]
+            for cv in self.candidates[e.consumer]
+        ]
+        if all(info is not None and info.restick for info in infos):
+            why = "the consumer reads it in another stick, which needs a restickify"
+        elif any(info is not None and info.mode == "relayout" for info in infos):
+            why = "the resident tensor's slices do not match the consumer's, which needs a relayout"
+        else:
+            why = "the resident tensor's slices do not match the consumer's and no legal relayout exists"
+        pins = {n: dict(p) for n, p in self.restriction.pin.items() if n in (prod_, cons)}
         raise PlanError(
-            f"edge {prod_!r} -> {cons!r} (tensor {e.tensor!r}): no allowed pair under pin "
-            f"{ {n: dict(p) for n, p in self.restriction.pin.items() if n in (prod_, cons)} } and forbid "
-            f"{sorted(self.restriction.forbid)}: the resident tensor's slices do not match the consumer's and "
-            f"no permitted relayout or restickify exists"
+            f"edge {prod_!r} -> {cons!r} (tensor {e.tensor!r}): no allowed pair under pin {pins} and forbid "
+            f"{sorted(self.restriction.forbid)}: {why}"
         )
 
 

@@ -31,7 +31,7 @@ import spyreopt as so
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.fit import evaluate, fit, format_table
 from spyreopt.costmodel.sampling import random_configs, simulate_samples
-from spyreopt.hw.sim_fixed import plan_for
+from spyreopt.fixed import plan_for
 from spyreopt.model.problem import Problem
 
 BACKENDS = ("greedy", "cpsat", "milp", "anneal", "independent", "hbm")

@@ -1,24 +1,54 @@
 """spyreopt: joint planning of work division, stick layout, scratchpad residency,
 relayouts and addresses for dataflow AI accelerators (IBM Spyre is the reference).
+
+The public names load on first use (PEP 562), so ``import spyreopt`` and the
+command line pay only for what they touch: a plan's solver backend, the cache's
+disk store or the simulator's numerics are imported when first asked for.
 """
 
-from spyreopt import workloads
-from spyreopt.api import solve
-from spyreopt.batch import solve_many
-from spyreopt.cache import PlanCache
-from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.errors import FormatError, GraphError, InfeasibleError, PlanError, SolverError, SpyreoptError
-from spyreopt.hw.execute import check_execution, execute, reference
-from spyreopt.hw.simulator import SimResult, simulate
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.formulation import Formulation
-from spyreopt.model.graph import Graph
-from spyreopt.model.plan import Plan
-from spyreopt.model.problem import Problem
+from __future__ import annotations
 
-__all__ = [
-    "Coefficients", "FormatError", "PlanCache", "solve_many", "Formulation", "Graph", "GraphError", "HardwareSpec", "InfeasibleError",
-    "Plan", "PlanError", "Problem", "SimResult", "SolverError", "SpyreoptError", "check_execution", "execute",
-    "reference", "simulate", "solve", "workloads",
-]  # fmt: skip
+import importlib
+
+# public name -> the module that defines it
+_EXPORTS = {
+    "Coefficients": "spyreopt.costmodel.coefficients",
+    "FormatError": "spyreopt.errors",
+    "GraphError": "spyreopt.errors",
+    "InfeasibleError": "spyreopt.errors",
+    "PlanError": "spyreopt.errors",
+    "SolverError": "spyreopt.errors",
+    "SpyreoptError": "spyreopt.errors",
+    "Formulation": "spyreopt.model.formulation",
+    "Graph": "spyreopt.model.graph",
+    "Plan": "spyreopt.model.plan",
+    "Problem": "spyreopt.model.problem",
+    "HardwareSpec": "spyreopt.hw.spec",
+    "SimResult": "spyreopt.hw.simulator",
+    "simulate": "spyreopt.hw.simulator",
+    "check_execution": "spyreopt.hw.execute",
+    "execute": "spyreopt.hw.execute",
+    "reference": "spyreopt.hw.execute",
+    "solve": "spyreopt.api",
+    "solve_many": "spyreopt.batch",
+    "PlanCache": "spyreopt.cache.store",
+}
+_SUBMODULES = ("workloads",)
+
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"spyreopt.{name}")
+    else:
+        raise AttributeError(f"module 'spyreopt' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups bypass this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

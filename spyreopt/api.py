@@ -1,22 +1,20 @@
-"""``solve``: graph -> Problem -> Formulation -> backend -> Plan, checked before it is returned."""
+"""``solve``: the one public entry. Through the plan cache when asked, else ``direct.solve_direct``."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from spyreopt.cache.cached import solve_cached
+from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.errors import PlanError, SolverError
+from spyreopt.direct import solve_direct
+from spyreopt.errors import SolverError
 from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.decode import decode
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.solvers.registry import get_problem_backend, solve_formulation
-
-if TYPE_CHECKING:
-    from spyreopt.cache import PlanCache
 
 
 def solve(
@@ -43,31 +41,15 @@ def solve(
     (``spyreopt.cache.solve_repeated``). ``pin`` and ``forbid`` restrict the decisions
     (``spyreopt.model.restrict``); the plan is checked to honour them.
     """
+    common = dict(time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients, **options)
     restriction = Restriction.of(pin, forbid)
-    if not restriction.empty and (cache is not None or decompose is not None or isinstance(graph, Problem)):
-        raise SolverError("pin/forbid apply to a graph solved directly: not with cache, decompose or a built Problem")
-    if cache is not None or decompose is not None:
-        from spyreopt.cache import solve_cached  # imported here: spyreopt.cache builds on this module
-
-        return solve_cached(
-            graph, backend, time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients,
-            cache=cache, decompose=decompose, **options,
-        )  # fmt: skip
-    problem = (
-        graph if isinstance(graph, Problem) else make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid)
-    )
-    baseline = get_problem_backend(backend)
-    if baseline is not None:
-        sol = baseline(problem, time_limit=time_limit, seed=seed, **options)
-        sol.stats.setdefault("backend", backend)
-    else:
-        sol = solve_formulation(problem.formulation, backend, time_limit=time_limit, seed=seed, **options)
-    plan = decode(problem, sol, backend=backend, seed=seed)
-    try:
-        plan.validate()
-    except PlanError as exc:
-        raise PlanError(f"backend {backend!r} returned an invalid plan: {exc}") from exc
     if not restriction.empty:
+        if cache is not None or decompose is not None or isinstance(graph, Problem):
+            raise SolverError("pin/forbid need a graph solved directly (no cache, decompose or built Problem)")
+        plan = solve_direct(make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid), backend, **common)
         check_restriction(plan, restriction)
         plan.stats["restriction"] = restriction.to_dict()
-    return plan
+        return plan
+    if cache is not None or decompose is not None:
+        return solve_cached(graph, backend, cache=cache, decompose=decompose, **common)
+    return solve_direct(graph, backend, **common)

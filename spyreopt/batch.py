@@ -28,6 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from spyreopt.api import solve
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.hw.spec import HardwareSpec
@@ -70,14 +71,12 @@ class Result:
 
 def run_task(task: Task, defaults: dict[str, Any], keep_plan: bool = False) -> Result:
     """Solve one task (runs on a worker); every exception becomes an error record."""
-    from spyreopt.cache import solve_cached
-
     opts = {**defaults, **task.options}
     backend = task.backend or opts.pop("backend", "greedy")
     opts.pop("backend", None)  # a Task's own backend wins over the default
     start = time.perf_counter()
     try:
-        plan = solve_cached(task.graph, backend, hardware=task.hardware, coefficients=task.coefficients, **opts)
+        plan = solve(task.graph, backend, hardware=task.hardware, coefficients=task.coefficients, **opts)
     except Exception as exc:  # noqa: BLE001 - a failed problem is a result, never lost
         status = "infeasible" if isinstance(exc, InfeasibleError) else "error"
         return Result(0, dict(task.meta), backend, status, None, time.perf_counter() - start, False, _describe(exc))

@@ -12,7 +12,7 @@ import pytest
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.hw.sim_fixed import plan_for, simulate_op
+from spyreopt.fixed import plan_for, simulate_op
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring, share_device_memory
 from spyreopt.hw.sim_machine import Machine
 from spyreopt.hw.simulator import PHASES, simulate

@@ -21,13 +21,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from spyreopt.api import solve as solve_plain
-from spyreopt.cache.cached import solve_through
 from spyreopt.cache.key import Canonical, digest, key_payload
+from spyreopt.cache.lookup import solve_through
 from spyreopt.cache.relabel import to_canonical
 from spyreopt.cache.segments import Segment, split
 from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.direct import solve_direct
 from spyreopt.errors import PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
@@ -76,7 +76,7 @@ def solve_repeated(
     if len(segs) == 1:
         if cache is None:
             plan, hits = (
-                solve_plain(
+                solve_direct(
                     graph, backend, time_limit=time_limit, seed=seed, hardware=hw, coefficients=coef, **options
                 ),
                 0,
@@ -98,7 +98,7 @@ def solve_repeated(
         if key not in memo:
             plan = cache.get(key, canon, seg.graph, hw, coef) if cache is not None else None
             if plan is None:
-                plan = solve_plain(
+                plan = solve_direct(
                     restricted_problem(seg, hw, coef), backend, time_limit=time_limit, seed=seed, **options
                 )
                 solved += 1

@@ -1,4 +1,9 @@
-"""The ``spyreopt`` command: one subcommand per module in ``spyreopt.cli``."""
+"""The ``spyreopt`` command: one subcommand per module in ``spyreopt.cli``.
+
+Only the module of the subcommand being run is imported (with its solvers,
+OR-Tools, Dask or matplotlib); the others are listed from ``COMMANDS`` alone, so
+``spyreopt --help`` and ``spyreopt place --help`` start in a fraction of a second.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +13,44 @@ import sys
 
 from spyreopt.errors import SpyreoptError
 
-SUBCOMMANDS = ["solve", "show", "simulate", "place", "iopddl", "bench", "cache", "sweep", "fit"]
+# subcommand -> (module of spyreopt.cli that registers it, its one-line help as that module gives it)
+COMMANDS = {
+    "workloads": ("solve", "list the built-in workloads"),
+    "solve": ("solve", "plan a built-in workload or a graph JSON and print the plan"),
+    "show": ("show", "print a plan and draw its scratchpad and cost pictures"),
+    "simulate": ("simulate", "simulate a plan JSON and print total and per-op simulated microseconds"),
+    "place": ("place", "assign scratchpad offsets to buffers (MiniMalloc CSV)"),
+    "iopddl": ("iopddl", "solve an IOPDDL contest instance (JSON or JSON.gz)"),
+    "bench": ("bench", "benchmark backends against baselines, bounds and published results"),
+    "cache": ("cache", "plan cache: show statistics or clear it"),
+    "sweep": ("sweep", "plan workloads over hardware variants and backends; write one results table"),
+    "fit": (
+        "fit",
+        "fit the cost model to the simulator or a CSV of measurements; print the held-out error per op family",
+    ),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with full arguments for the subcommand named first in ``argv`` (every one if ``argv`` is None)."""
     parser = argparse.ArgumentParser(prog="spyreopt", description="Plan tensor programs for the Spyre accelerator.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"spyreopt.cli.{name}").add_parser(sub)
+    if argv is None:
+        chosen = list(dict.fromkeys(module for module, _ in COMMANDS.values()))
+    else:
+        first = next((a for a in argv if not a.startswith("-")), None)
+        chosen = [COMMANDS[first][0]] if first in COMMANDS else []
+    for module in chosen:
+        importlib.import_module(f"spyreopt.cli.{module}").add_parser(sub)
+    for name, (_, text) in COMMANDS.items():
+        if name not in sub.choices:  # listed in --help; its module loads when it is the command
+            sub.add_parser(name, help=text)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except SpyreoptError as exc:

@@ -22,9 +22,6 @@ float32 with inputs of order one.
 
 from __future__ import annotations
 
-import sys
-import types
-
 import numpy as np
 
 from spyreopt.errors import PlanError
@@ -161,13 +158,3 @@ def check_execution(
             )
         errors[name] = float(diff.max()) if diff.size else 0.0
     return errors
-
-
-class _CallableModule(types.ModuleType):
-    """``spyreopt.hw.execute`` is both this module and the function: calling the module executes a plan."""
-
-    def __call__(self, plan: Plan, inputs: dict[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-        return execute(plan, inputs, seed)
-
-
-sys.modules[__name__].__class__ = _CallableModule

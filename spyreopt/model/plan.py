@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spyreopt.errors import FormatError
+from spyreopt.model.plan_table import plan_table
 
 EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
 STATUSES = ("optimal", "feasible", "timeout", "infeasible", "error")
@@ -92,13 +93,11 @@ class Plan:
 
     def table(self) -> str:
         """A readable per-op table and the total."""
-        from spyreopt.report import plan_table
-
         return plan_table(self)
 
     def show(self):
         """Render the main pictures (scratchpad over time, cost breakdown) in a notebook."""
-        from spyreopt import viz
+        from spyreopt import viz  # the model never depends on the pictures; showing one loads matplotlib
 
         return viz.show_plan(self)
 

@@ -23,20 +23,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from copy import copy
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, PlanError
 from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import Layout, leaf_read
+from spyreopt.model.candidates import Layout, OpCandidates
 from spyreopt.model.division import enumerate_divisions
-from spyreopt.model.formulation import Edge, Formulation
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
-from spyreopt.model.problem import Candidate, EdgeRef, PairInfo, Problem
+from spyreopt.model.problem import Candidate, Problem
+from spyreopt.model.tables import EdgeTable, frozen
 
 CAPABILITIES = ("inplace", "relayout", "restickify", "staging", "tiling")
 # capabilities the planner does not have yet: forbidding them is accepted and changes nothing
@@ -91,7 +94,11 @@ class Restriction:
 
 
 class RestrictedProblem(Problem):
-    """A Problem with pinned ops narrowed to their pinned layouts and residencies and forbidden pairs removed."""
+    """A Problem with pinned ops narrowed to their pinned layouts and residencies and forbidden pairs removed.
+
+    Pinned-division ops get a signature of their own (their layouts differ from their twins'); the
+    candidate lists are replaced before the Formulation is built, and edge tables are masked.
+    """
 
     def __init__(
         self,
@@ -108,59 +115,72 @@ class RestrictedProblem(Problem):
             if op not in names:
                 why = "a view (it has no decisions of its own)" if op in graph.ops else "not an op of the graph"
                 raise PlanError(f"pin: op {op!r} is {why}; pinnable ops: {', '.join(sorted(names))}")
+        self._masked: dict[int, tuple[EdgeTable, EdgeTable]] = {}
         super().__init__(graph, hw, coefficients, max_layouts=max_layouts)
+        self.candidates = [self._restricted(i) for i in range(len(self.ops))]
 
-    # ---- candidates ----------------------------------------------------------
-    def _op_candidates(self, i: int) -> list[Candidate]:
-        name = self.ops[i].name
+    # ---- layouts and candidates ------------------------------------------------
+    def _signatures(self) -> list[int]:
+        sig = super()._signatures()
+        top = max(sig, default=-1)
+        for i, o in enumerate(self.ops):
+            if self.restriction.pin.get(o.name, {}).get("division"):
+                top += 1
+                sig[i] = top
+        return sig
+
+    def _layouts(self, max_layouts: int) -> list[OpCandidates]:
+        out = super()._layouts(max_layouts)
+        for i, o in enumerate(self.ops):
+            division = self.restriction.pin.get(o.name, {}).get("division")
+            if division:
+                oc = copy(out[i])
+                oc.layouts = self._pinned_layouts(oc, self._factor_pin(oc, division))
+                out[i] = oc
+        return out
+
+    def _restricted(self, i: int) -> list[Candidate]:
+        name, cands = self.ops[i].name, self.candidates[i]
         pin = self.restriction.pin.get(name, {})
-        if pin.get("division"):
-            self.cands[i].layouts = self._pinned_layouts(i, self._factor_pin(i, pin["division"]))
-        cands = super()._op_candidates(i)
         if "restickify" in self.restriction.forbid:
-            cands = [c for c in cands if not self._leaf_restick(i, self.cands[i].layouts[c.layout])]
+            leaf_restick = self.op_table(i).parts.restick
+            cands = [c for s, c in enumerate(cands) if leaf_restick[s] == 0]
             if not cands:
                 raise PlanError(
                     f"op {name!r}: forbid restickify, but every legal layout reads a graph input in another stick"
                 )
         if "inplace" in self.restriction.forbid:
             cands = [c for c in cands if c.residency == "hbm"]
-        allowed = sorted({c.residency for c in cands})
         if "residency" in pin:
-            want = PIN_RESIDENCIES[pin["residency"]]
-            kept = [c for c in cands if c.residency in want]
+            allowed = sorted({c.residency for c in cands})
+            kept = [c for c in cands if c.residency in PIN_RESIDENCIES[pin["residency"]]]
             if not kept:
                 raise PlanError(self._residency_reason(i, pin["residency"], allowed))
             cands = kept
-        if not cands:
-            raise PlanError(
-                f"op {name!r}: no candidate is left by the pin {dict(pin)} and forbid {sorted(self.restriction.forbid)}"
-            )
         return cands
 
-    def _factor_pin(self, i: int, division: Mapping[str, int]) -> dict[int, int]:
+    def _factor_pin(self, oc: OpCandidates, division: Mapping[str, int]) -> dict[int, int]:
         """Pinned factors by iteration-dim index (``b`` names the only batch dim of a matmul)."""
-        dims = self.cands[i].space.dims
+        dims = oc.space.dims
         batch = [d for d in dims if d.startswith("b")]
         out = {}
         for d, parts in division.items():
             key = batch[0] if d == "b" and len(batch) == 1 else d
             if key not in dims:
-                raise PlanError(f"op {self.ops[i].name!r}: pin names dim {d!r}; its dims are {', '.join(dims)}")
+                raise PlanError(f"op {oc.op.name!r}: pin names dim {d!r}; its dims are {', '.join(dims)}")
             out[dims.index(key)] = parts
         return out
 
-    def _pinned_layouts(self, i: int, want: dict[int, int]) -> list[Layout]:
+    def _pinned_layouts(self, oc: OpCandidates, want: dict[int, int]) -> list[Layout]:
         """The enumerated layouts with the pinned factors, or every legal one when enumeration kept none."""
-        oc = self.cands[i]
         kept = [lay for lay in oc.layouts if all(lay.division.factors[d] == f for d, f in want.items())]
         if kept:
             return kept
         sticks = sorted({lay.stick for lay in oc.layouts})
         first_error: PlanError | None = None
         out: list[Layout] = []
+        space = oc.space
         for stick in sticks:
-            space = oc.space
             if len(want) == len(space.dims):
                 options = [tuple(want[d] for d in range(len(space.dims)))]
             else:
@@ -176,64 +196,57 @@ class RestrictedProblem(Problem):
             return out
         if first_error is None:  # a partial pin with no legal completion: the pinned factors alone say why
             try:
-                oc.checked_layout(tuple(want.get(d, 1) for d in range(len(oc.space.dims))), sticks[0])
+                oc.checked_layout(tuple(want.get(d, 1) for d in range(len(space.dims))), sticks[0])
             except PlanError as exc:
                 first_error = exc
-        named = {oc.space.dims[d]: f for d, f in sorted(want.items())}
+        named = {space.dims[d]: f for d, f in sorted(want.items())}
         if first_error is not None:
             raise PlanError(f"pinned division {named}: {first_error}") from first_error
-        raise PlanError(f"op {self.ops[i].name!r}: pinned division {named} cannot be completed into a legal division")
-
-    def _leaf_restick(self, i: int, lay: Layout) -> bool:
-        oc = self.cands[i]
-        return any(
-            self.graph.tensors[ref.base].producer is None and leaf_read(oc, lay, j)[2] > 0
-            for j, ref in enumerate(oc.refs)
-        )
+        raise PlanError(f"op {oc.op.name!r}: pinned division {named} cannot be completed into a legal division")
 
     def _residency_reason(self, i: int, want: str, allowed: list[str]) -> str:
         name = self.ops[i].name
         if "inplace" in self.restriction.forbid:
             why = "forbid inplace keeps every tensor in device memory"
-        elif not any(e.producer == i for e in self.edges):
+        elif not self.out_edges[i]:
             why = "its output has no consumer, so it is only written to device memory"
-        elif want == "lx" and self.ops[i].output in self.graph.outputs and "lx+hbm" not in allowed:
-            why = "a graph output is always written back, and 'lx+hbm' does not fit"
         else:
             foot = min(lay.footprint for lay in self.cands[i].layouts)
             why = f"its output needs at least {foot} bytes per core, scratchpad capacity is {self.hw.planner_lx_bytes}"
         return f"op {name!r}: residency {want!r} pinned but not possible: {why}; allowed: {allowed}"
 
     # ---- edge pairs ------------------------------------------------------------
-    def _pair(self, e: EdgeRef, cu: Candidate, cv: Candidate) -> PairInfo | None:
-        info = super()._pair(e, cu, cv)
-        if info is None:
-            return None
-        forbid = self.restriction.forbid
-        if info.mode == "relayout" and "relayout" in forbid or info.restick and "restickify" in forbid:
-            return None
-        return info
+    def edge_table(self, k: int) -> EdgeTable:
+        """The unrestricted table with forbidden modes removed (costs of the remaining pairs unchanged)."""
+        table = super().edge_table(k)
+        held = self._masked.get(k)
+        if held is not None and held[0] is table:
+            return held[1]
+        parts, forbid = table.parts, self.restriction.forbid
+        cut = np.zeros(parts.mode.shape, dtype=bool)
+        if "relayout" in forbid:
+            cut |= parts.mode == spyre.MODES.index("relayout")
+        if "restickify" in forbid:
+            cut |= parts.restick.astype(bool)
+        if cut.any():
+            mode = np.where(cut, spyre.FORBIDDEN, parts.mode)
+            ok = mode[np.ix_(table.pu, table.pv)] != spyre.FORBIDDEN
+            masked = replace(table, parts=replace(parts, mode=mode), allowed=None if ok.all() else frozen(ok))
+        else:
+            masked = table
+        if masked.allowed is not None and not masked.allowed.any():
+            self._no_pair(k, table)
+        self._masked[k] = (table, masked)
+        return masked
 
-    @cached_property
-    def formulation(self) -> Formulation:
-        f = super().formulation
-        for k, edge in enumerate(f.edges):
-            self._check_edge(k, edge)
-        return f
-
-    def _check_edge(self, k: int, edge: Edge) -> None:
-        if edge.allowed is None or edge.allowed.any():
-            return
+    def _no_pair(self, k: int, table: EdgeTable) -> None:
         e = self.edges[k]
         prod_, cons = self.ops[e.producer].name, self.ops[e.consumer].name
-        infos = [
-            Problem._pair(self, e, cu, cv)  # the unrestricted pair: what the restriction took away
-            for cu in self.candidates[e.producer]
-            for cv in self.candidates[e.consumer]
-        ]
-        if all(info is not None and info.restick for info in infos):
+        grid = np.ix_(table.pu, table.pv)
+        modes, restick = table.parts.mode[grid], table.parts.restick[grid].astype(bool)
+        if restick.all():
             why = "the consumer reads it in another stick, which needs a restickify"
-        elif any(info is not None and info.mode == "relayout" for info in infos):
+        elif (modes == spyre.MODES.index("relayout")).any():
             why = "the resident tensor's slices do not match the consumer's, which needs a relayout"
         else:
             why = "the resident tensor's slices do not match the consumer's and no legal relayout exists"

@@ -8,7 +8,6 @@ from numbers import Integral
 
 from spyreopt.errors import SolverError
 from spyreopt.solvers.placement.bestfit import best_fit, best_fit_lowest
-from spyreopt.solvers.placement.cpsat import cpsat_place
 from spyreopt.solvers.placement.diagnose import diagnose, peak
 from spyreopt.solvers.placement.search import search_place
 from spyreopt.solvers.placement.sweep import Sweep, sweep
@@ -93,6 +92,8 @@ def minimize_capacity(
         offsets, best, proved_lower, found_any = _bisect(buffers, sw, offsets, best, lower, deadline, stats)
         used = "search" if found_any else used
     if method == "cpsat" or (method == "auto" and proved_lower < best and _left(deadline) > 0):
+        from spyreopt.solvers.placement.cpsat import cpsat_place  # OR-Tools loads only when CP-SAT runs
+
         status, found, cp_stats = cpsat_place(buffers, best, _left(deadline), seed, minimize_height=True, hint=offsets)
         stats.update(cp_stats)
         if found is not None and _height(buffers, found) < best:
@@ -161,6 +162,8 @@ def _run(
         stats.update(search_stats)
         if status != "timeout" or method == "search":
             return status, offsets, "search"
+    from spyreopt.solvers.placement.cpsat import cpsat_place  # OR-Tools loads only when CP-SAT runs
+
     status, offsets, cp_stats = cpsat_place(buffers, capacity, _left(deadline), seed)
     stats.update(cp_stats)
     return status, offsets, "cpsat"

@@ -1,8 +1,11 @@
-"""Plain-text tables of plans, for the CLI and for people reading a plan."""
+"""Plain-text table of a plan (``Plan.table``), for the CLI and for people reading a plan."""
 
 from __future__ import annotations
 
-from spyreopt.model.plan import Plan
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spyreopt.model.plan import Plan
 
 
 def _division(d: dict[str, int]) -> str:

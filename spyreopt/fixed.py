@@ -1,4 +1,4 @@
-"""Plans of chosen decisions, for measuring op families in isolation (cost-model fitting).
+"""Plans of chosen decisions, for measuring op families in isolation (cost-model fitting and tests).
 
 ``plan_for(graph, decisions)`` turns a decision per op (division, output stick
 dim, residency) into a checked Plan, with addresses from the placement engine;

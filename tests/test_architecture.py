@@ -1,0 +1,236 @@
+"""The package's shape: no import cycle, layers that only point down, no module over 600 lines.
+
+The import graph is read statically (AST) from every module of ``spyreopt``. An edge
+is an import that runs when the module is imported: module-level statements,
+including those under ``if``/``try``, but not imports inside functions (deferred
+until called) nor under ``if TYPE_CHECKING:`` (never run). Importing
+``a.b.c`` also runs ``a.b``'s ``__init__``, so an edge to a module adds edges to
+its enclosing packages, except those that enclose the importer too (they are
+already being imported when the importer runs).
+
+The layers (ARCHITECTURE.md): errors <- model <- costmodel <- hw <- solvers <-
+api/cache/batch <- bench/viz/cli/integrations. Here every import counts, deferred
+ones too: an import inside a function is still a dependency, only a later one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import spyreopt
+from spyreopt.cli import COMMANDS, build_parser
+
+ROOT = Path(spyreopt.__file__).parent
+MAX_LINES = 600
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _all_imports(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+
+
+def _module_level_imports(body: list[ast.stmt]):
+    """Import statements executed when the module body runs (not in functions or classes' methods)."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _module_level_imports(node.body)
+            yield from _module_level_imports(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _module_level_imports(block)
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            yield from _module_level_imports(node.body)
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The spyreopt modules an import statement loads directly."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in MODULES}
+    base = node.module or ""
+    if node.level:  # relative: resolve against the importer's package
+        package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{base}" if base else package
+    found = {base} if base in MODULES else set()
+    found |= {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES}
+    return found
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def import_graph(deferred: bool = False) -> nx.DiGraph:
+    """Module -> module it imports; with ``deferred`` also the imports inside functions."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(MODULES)
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        mine = set(_ancestors(module)) | {module}
+        for node in _all_imports(tree) if deferred else _module_level_imports(tree.body):
+            for target in _targets(module, node):
+                for dep in [*_ancestors(target), target]:
+                    if dep not in mine and dep in MODULES:
+                        graph.add_edge(module, dep)
+    return graph
+
+
+def test_the_scan_sees_the_package():
+    graph = import_graph()
+    assert {"spyreopt.api", "spyreopt.model.plan", "spyreopt.solvers.registry"} <= set(graph)
+    assert graph.has_edge("spyreopt.api", "spyreopt.model.graph")
+    assert graph.number_of_edges() > 100
+
+
+def test_no_import_cycle():
+    cycles = sorted(sorted(c) for c in nx.strongly_connected_components(import_graph()) if len(c) > 1)
+    assert not cycles, "import cycles between modules of spyreopt:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_module_over_600_lines():
+    sizes = {module: len(path.read_text().splitlines()) for module, path in MODULES.items()}
+    big = {module: n for module, n in sizes.items() if n > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines (split them by idea): {big}"
+
+
+# top-level module or subpackage of spyreopt -> its layer; a module may import only its own layer or lower ones
+LAYERS = {
+    "errors": 0,
+    "model": 1, "workloads": 1, "formats": 1,
+    "costmodel": 2,
+    "hw": 3,
+    "solvers": 4,
+    "direct": 5, "fixed": 5, "api": 5, "cache": 5, "batch": 5,
+    "bench": 6, "viz": 6, "cli": 6, "integrations": 6, "testing": 6, "__main__": 6, "": 6,
+}  # fmt: skip
+# the one upward import the design allows: Plan.show() draws the plan with viz (deferred, in the method)
+ALLOWED_UP = {("spyreopt.model.plan", "spyreopt.viz")}
+# upward dependencies that remain, by (importer part, imported part), with why; the list may only shrink
+KNOWN_UP = {
+    ("model", "costmodel"): "Problem, candidates, decode, bounds and plan_check price with the cost model",
+    ("model", "hw"): "Problem, candidates and plan_check read HardwareSpec",
+    ("costmodel", "hw"): "the fit and its sampling read HardwareSpec and run the simulator",
+    ("costmodel", "fixed"): "the fit's sampling plans one op with spyreopt.fixed.plan_for",
+    ("costmodel", "solvers"): "the fit's sampling places addresses with solvers.addresses",
+    ("model", "solvers"): "model.baselines search with solvers.local and place with solvers.addresses",
+}
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_every_part_of_the_package_has_a_layer():
+    assert {_part(m) for m in MODULES} <= set(LAYERS), "give the new top-level module a layer in LAYERS"
+
+
+def test_layers_only_point_down():
+    up: dict[tuple[str, str], list[str]] = {}
+    for a, b in import_graph(deferred=True).edges:
+        if LAYERS[_part(a)] < LAYERS[_part(b)] and (a, b) not in ALLOWED_UP:
+            up.setdefault((_part(a), _part(b)), []).append(f"{a} -> {b}")
+    new = {pair: edges for pair, edges in up.items() if pair not in KNOWN_UP}
+    assert not new, "imports pointing up the layers:\n" + "\n".join(e for edges in new.values() for e in edges)
+    gone = sorted(set(KNOWN_UP) - set(up))
+    assert not gone, f"no longer pointing up (delete from KNOWN_UP): {gone}"
+
+
+def test_no_cycle_between_parts_even_through_deferred_imports():
+    """A deferred import only hides a loop (api -> cache -> api once did): parts of one layer must not loop either."""
+    parts = nx.DiGraph()
+    for a, b in import_graph(deferred=True).edges:
+        pair = (_part(a), _part(b))
+        if pair[0] != pair[1] and (a, b) not in ALLOWED_UP and pair not in KNOWN_UP:
+            parts.add_edge(*pair)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(parts) if len(c) > 1]
+    assert not cycles, f"parts of spyreopt importing each other: {cycles}"
+
+
+HEAVY = (
+    "numpy",
+    "scipy",
+    "pandas",
+    "networkx",
+    "ortools",
+    "pulp",
+    "highspy",
+    "dask",
+    "matplotlib",
+    "diskcache",
+    "torch",
+)
+
+
+def _loaded_after(code: str) -> set[str]:
+    """Top-level packages a fresh interpreter has imported after running ``code``."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT.parent)},
+    )  # fmt: skip
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import spyreopt",
+        "from spyreopt.cli import build_parser; build_parser(['--help'])",
+        "from spyreopt.cli import build_parser; build_parser(['place', '--help'])",
+    ],
+)
+def test_start_up_loads_no_heavy_dependency(code):
+    heavy = _loaded_after(code) & set(HEAVY)
+    assert not heavy, f"{code!r} imports {sorted(heavy)}: load them where the subcommand or backend runs"
+
+
+def test_the_root_exposes_every_public_name():
+    import spyreopt as so
+
+    for name in so.__all__:
+        assert getattr(so, name) is not None
+    assert so.solve.__module__ == "spyreopt.api" and so.workloads.__name__ == "spyreopt.workloads"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        so.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_listed_subcommand_says_what_its_module_says(name):
+    """``spyreopt --help`` lists subcommands from COMMANDS without importing them: the text must be the module's."""
+    listed = {a.dest: a.help for a in _subparsers(build_parser(["--help"]))._choices_actions}
+    real = _subparsers(build_parser([name]))
+    assert real.choices[name].get_default("func") is not None, (
+        f"module {COMMANDS[name][0]!r} does not register {name!r}"
+    )
+    assert listed[name] == {a.dest: a.help for a in real._choices_actions}[name]
+
+
+def _subparsers(parser):
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -2,13 +2,15 @@
 
 Every consumer of the cost calls these functions: the Problem's candidate and
 pair tables (so the Formulation), the exact per-op breakdown, the plan check
-and the coefficient fit. They take coefficient-free quantities (bytes, DMA
-requests, streams, runs, ...) as numpy arrays and return arrays.
+(``own_parts``, ``edge_parts``, ``op_time``) and the coefficient fit
+(``op_ns``). They take coefficient-free quantities (bytes, DMA requests,
+streams, runs, ...) as numpy arrays and combine the formulas of
+``costmodel.analytic``.
 
 The planner's form rounds each part to whole picoseconds (``to_ps``) before it
-is summed, so the objective is exact integer arithmetic; the fit evaluates the
-same composition without rounding (``rounding=None``), so its least-squares
-residuals stay smooth in the coefficients.
+is summed, so the objective is exact integer arithmetic; the fit's form
+(``op_ns``) is the same composition per op in real numbers, so its
+least-squares residuals stay smooth in the coefficients.
 
 An op's cost, per candidate (layout x residency x balance branch):
 
@@ -29,11 +31,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from math import log2
 
 import numpy as np
 
-from spyreopt.costmodel.analytic import PS_PER_NS
+from spyreopt.costmodel.analytic import (
+    PS_PER_NS,
+    compute_ns,
+    mixed_ns,
+    overlap,
+    overlap_fraction,
+    psum_ns,
+    relayout_ns,
+    restick_ns,
+    transfer_ns,
+)
 from spyreopt.costmodel.coefficients import Coefficients
 
 MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
@@ -50,47 +61,6 @@ def to_ps(ns) -> np.ndarray:
     return np.round(np.asarray(ns, dtype=np.float64) * PS_PER_NS).astype(np.int64)
 
 
-def _r(x, rounding: Rounding):
-    return x if rounding is None else rounding(x)
-
-
-# ---- the analytic terms, vectorised ---------------------------------------------------
-def transfer_ns(c: Coefficients, nbytes, requests, streams) -> np.ndarray:
-    """One direction of device-memory traffic: bytes, DMA requests, first-request latency per stream."""
-    return (
-        np.asarray(nbytes) / c.hbm_bytes_per_ns
-        + c.hbm_request_ns * np.asarray(requests)
-        + c.hbm_latency_ns * np.asarray(streams)
-    )
-
-
-def restick_ns(c: Coefficients, staged_bytes, requests) -> np.ndarray:
-    """A restickify stages its data through device memory: bytes both ways, DMA requests, a fixed round trip."""
-    return (
-        np.asarray(staged_bytes) / c.restick_bytes_per_ns
-        + np.asarray(requests) * c.restick_run_ns
-        + c.restick_latency_ns
-    )
-
-
-def relayout_ns(c: Coefficients, runs, split, span, link, hops) -> np.ndarray:
-    """The slower of a core gathering its runs and span and the busiest ring link, after the farthest hop."""
-    split = np.asarray(split)
-    logs = {int(s): log2(max(int(s), 1)) for s in np.unique(split)}  # math.log2: the scalar model's rounding
-    lg = np.vectorize(logs.__getitem__, otypes=[np.float64])(split) if split.size else np.zeros(split.shape)
-    per_run = c.relayout_run_ns + c.relayout_run_log_ns * lg
-    gather = np.maximum(np.asarray(runs) * per_run, 0.0) + np.asarray(span) / c.relayout_bytes_per_ns
-    return np.asarray(hops) * c.relayout_hop_ns + np.maximum(gather, np.asarray(link) / c.relayout_link_bytes_per_ns)
-
-
-def overlap_fraction(c: Coefficients, stream_bytes) -> np.ndarray:
-    """How much of an op streams while it computes: double buffering over ``stream / tile`` tiles."""
-    stream = np.asarray(stream_bytes, dtype=np.float64)
-    if c.overlap_tile_bytes <= 0:
-        return np.ones_like(stream)
-    return stream / (stream + c.overlap_tile_bytes)
-
-
 def balance_ns(c: Coefficients, fraction, nbytes) -> np.ndarray:
     """The read/write turnaround charged on ``nbytes`` (one side of ``min(r, w)``) over ``fraction`` of the op."""
     return c.hbm_mixed_ns_per_byte * np.asarray(fraction) * np.asarray(nbytes)
@@ -102,7 +72,7 @@ def op_time(c: Coefficients, compute, mem, fraction, rounding: Rounding = to_ps)
     epigraph the Formulation's max terms hold."""
     g1 = 1.0 - c.overlap_gamma * np.asarray(fraction, dtype=np.float64)
     if rounding is None:
-        return compute + mem - (1.0 - g1) * np.minimum(compute, mem)
+        return overlap(c, compute, mem, fraction)
     return np.maximum(scaled(g1, compute) + mem, compute + scaled(g1, mem))
 
 
@@ -146,25 +116,25 @@ class OwnParts:
         return self.overhead + self.psum + self.restick + self.split_write
 
 
-def own_parts(c: Coefficients, q: OwnQuantities, rounding: Rounding = to_ps) -> OwnParts:
+def own_parts(c: Coefficients, q: OwnQuantities) -> OwnParts:
     """The costs of an op's candidates that do not depend on its incoming edges."""
     write = np.asarray(q.write_bytes)
     wrote = (write > 0).astype(np.int64)
-    write_t = _r(transfer_ns(c, write, np.asarray(q.write_requests) * wrote, wrote), rounding)
+    write_t = to_ps(transfer_ns(c, write, np.asarray(q.write_requests) * wrote, wrote))
     overlapped_write = np.where(q.split, 0, write)
-    mem = _r(transfer_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams), rounding)
+    mem = to_ps(transfer_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams))
     mem = mem + np.where(q.split, 0, write_t)
     frac = overlap_fraction(c, q.stream_bytes)
     side = np.select(
         [q.branch == 1, q.branch == 2], [q.leaf_bytes, overlapped_write], np.minimum(q.leaf_bytes, overlapped_write)
     )
-    mem = mem + _r(balance_ns(c, frac, side), rounding)
-    restick = _r(restick_ns(c, q.leaf_restick_bytes, q.leaf_restick_requests), rounding)
+    mem = mem + to_ps(balance_ns(c, frac, side))
+    restick = to_ps(restick_ns(c, q.leaf_restick_bytes, q.leaf_restick_requests))
     restick = np.where(q.leaf_restick, restick, 0).sum(axis=-1)
     shape = np.shape(q.compute_ns)
-    overhead = np.broadcast_to(_r(np.float64(c.op_overhead_ns), rounding), shape)
+    overhead = np.broadcast_to(to_ps(np.float64(c.op_overhead_ns)), shape)
     split_write = np.where(q.split, write_t, 0)
-    return OwnParts(overhead, _r(q.psum_ns, rounding), restick, split_write, _r(q.compute_ns, rounding), mem, frac)
+    return OwnParts(overhead, to_ps(q.psum_ns), restick, split_write, to_ps(q.compute_ns), mem, frac)
 
 
 # ---- an edge's parts, per (producer candidate, consumer layout) ------------------------------
@@ -233,3 +203,30 @@ def edge_parts(c: Coefficients, q: EdgeQuantities, rows: np.ndarray, residency: 
     copy = np.select(conds, [zero, take(q.restick_copy), zero, take(q.copy), zero], 0)
     fan = np.select(conds, [zero, zero, np.ones_like(zero), take(q.fan_in), zero], 0)
     return EdgeParts(mode, extra, np.where(reads, read_ps, 0), np.where(reads, read_b, 0), copy, restick, fan)
+
+
+# ---- the same composition per op, unrounded, for the fit ---------------------------------------
+def op_ns(c: Coefficients, v: dict[str, np.ndarray], relayout: dict[str, np.ndarray], relayout_op: np.ndarray):
+    """Per op (arrays over ops), ns: its total, relayout and restickify time from its quantities summed over
+    its candidate and edges (``v``: compute terms, ``r_``/``w_``/``sw_`` bytes, requests and streams of reads,
+    overlapped and split writes, ``rs_`` restickify traffic and count, ``stream``) and its relayout edges.
+
+    The planner's ``own_parts`` + ``edge_parts`` + ``op_time`` in real numbers: reads and writes are
+    transfers, the balance term takes ``min(r, w)`` directly, each restickify pays its own round trip.
+    """
+    compute = compute_ns(c, v["matmul"] > 0, v["work"], v["rows"], v["trans"] > 0, v["sred"] > 0)
+    frac = overlap_fraction(c, v["stream"])
+    mem = (
+        transfer_ns(c, v["r_bytes"], v["r_req"], v["r_streams"])
+        + transfer_ns(c, v["w_bytes"], v["w_req"], v["w_streams"])
+        + mixed_ns(c, v["r_bytes"], v["w_bytes"], frac)
+    )
+    split_write = transfer_ns(c, v["sw_bytes"], v["sw_req"], v["sw_streams"])
+    count = v["rs_count"]
+    restick = np.where(count > 0, restick_ns(c, v["rs_bytes"], v["rs_req"]) + (count - 1) * c.restick_latency_ns, 0.0)
+    edge = relayout_ns(c, relayout["runs"], relayout["fan_in"], relayout["copy"], relayout["link"], relayout["hops"])
+    moves = np.zeros(len(compute))
+    np.add.at(moves, relayout_op, edge)
+    psum = psum_ns(c, v["psum_bytes"], v["ksplit"])
+    total = c.op_overhead_ns + psum + split_write + restick + moves + op_time(c, compute, mem, frac, rounding=None)
+    return {"op": total, "relayout": moves, "restickify": restick}

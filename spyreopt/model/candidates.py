@@ -227,7 +227,7 @@ class OpCandidates:
         coef = self.coef
         mem = cm.transfer_ns(coef, reads + lay.write_bytes, requests + lay.write_requests)
         mem += cm.mixed_ns(coef, reads, lay.write_bytes)
-        return cm.overlap(coef, lay.compute_ns, mem, cm.overlap_fraction(coef, lay.stream_bytes)) + lay.psum_ns
+        return float(cm.overlap(coef, lay.compute_ns, mem, cm.overlap_fraction(coef, lay.stream_bytes)) + lay.psum_ns)
 
     def _layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
         hw, coef, space = self.hw, self.coef, self.space
@@ -256,7 +256,7 @@ class OpCandidates:
         write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) for b in own.values())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
-        psum = cm.psum_ns(coef, footprint, k) if self.op.kind == "matmul" else 0.0
+        psum = float(cm.psum_ns(coef, footprint, k)) if self.op.kind == "matmul" else 0.0
         stream = max(max(streamed, default=0), footprint)
         return Layout(div, stick, compute, psum, own, footprint, write, tuple(reads), required, write_requests, stream)
 
@@ -280,17 +280,20 @@ class OpCandidates:
             return whole
         return ((lo // inner_in, hi // inner_in),) + whole[1:]
 
-    def _compute_ns(self, div: Division, stick: int) -> float:
-        coef, space = self.coef, self.space
+    def compute_terms(self, div: Division, stick: int) -> tuple[bool, int, int, bool, bool]:
+        """(matmul, work per core, rows per core, transcendental, reduces along the stick): what
+        ``analytic.compute_ns`` turns into time."""
+        space = self.space
         per_core = prod(-(-e // f) for e, f in zip(space.extents, div.factors))
         if self.op.kind == "matmul":
             m_index = len(space.dims) - 3
-            rows = -(-space.extents[m_index] // div.factors[m_index])
-            return cm.matmul_compute_ns(coef, per_core, rows)
+            return True, per_core, -(-space.extents[m_index] // div.factors[m_index]), False, False
         fn = self.op.attrs.get("fn", "copy")
         stick_reduce = self.op.kind == "reduce" and stick in self.op.attrs["dims"]
-        trans = fn in TRANSCENDENTAL and self.op.kind == "pointwise"
-        return cm.vector_compute_ns(coef, per_core, trans, stick_reduce)
+        return False, per_core, 1, fn in TRANSCENDENTAL and self.op.kind == "pointwise", stick_reduce
+
+    def _compute_ns(self, div: Division, stick: int) -> float:
+        return float(cm.compute_ns(self.coef, *self.compute_terms(div, stick)))
 
     # ---- reads from device memory -----------------------------------------
     def hbm_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
@@ -359,7 +362,7 @@ def analyse_edge(
     if not legal or inplace:
         return EdgeAnalysis(inplace, legal, 0.0, fan_in, copy, reason or why, runs)
     link, hops = ring_traffic(prod_lay, reads, tensor, hw)
-    ns = cm.relayout_ns(coef, runs, fan_in, copy, link, hops)
+    ns = float(cm.relayout_ns(coef, runs, fan_in, copy, link, hops))
     return EdgeAnalysis(inplace, legal, ns, fan_in, copy, why, runs, link, hops)
 
 
@@ -447,7 +450,7 @@ def restick_traffic(
 
 
 def restick_cost_ns(cands: OpCandidates, lay: Layout, j: int, stored: int, need: int, producer: Layout | None) -> float:
-    return cm.restick_ns(cands.coef, *restick_traffic(cands, lay, j, stored, need, producer))
+    return float(cm.restick_ns(cands.coef, *restick_traffic(cands, lay, j, stored, need, producer)))
 
 
 def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float]:

@@ -1,0 +1,86 @@
+"""spyreopt reproduce: the published device experiments rebuilt, their rows, and what of the acceptance holds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import spyreopt as so
+from spyreopt import reproduce as rp
+from spyreopt.cli import main
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return rp.run(backend="greedy", time_limit=2)
+
+
+def _find(rows, experiment_part: str, quantity_part: str) -> dict:
+    hits = [r for r in rows if experiment_part in r["experiment"] and quantity_part in r["quantity"]]
+    assert len(hits) == 1, (experiment_part, quantity_part, hits)
+    return hits[0]
+
+
+def test_every_published_figure_has_a_row_and_a_source(rows):
+    data = rp.measurements()
+    for block in ("softmax", "decode", "relayout", "blog_mlp"):
+        assert data[block]["source"] in data["sources"]
+    expected = len(data["softmax"]["stages"]) * 2 + len(data["softmax"]["other_cores"])
+    expected += len(data["decode"]["projections"]) * 4 + 1 + 3
+    assert len(rows) == expected
+    for r in rows:
+        assert tuple(r) == rp.KEYS
+        assert r["rel_err"] == pytest.approx((r["predicted"] - r["published"]) / abs(r["published"]))
+
+
+def test_element_formulas():
+    assert rp.element_count("8MN+4N", 512, 1024) == 8 * 512 * 1024 + 4 * 1024
+    assert rp.element_count("2MN", 3, 5) == 30
+    assert rp.element_count("M+N+7", 3, 5) == 15
+
+
+def test_softmax_stages_without_staging_move_the_published_bytes(rows):
+    for stage in ("(a)", "(b)"):
+        r = _find(rows, f"1 core {stage}", "device-memory bytes")
+        assert r["predicted"] == r["published"]
+
+
+def test_softmax_stage_times_keep_the_published_order(rows):
+    times = [_find(rows, f"1 core ({s})", "time")["predicted"] for s in "abcd"]
+    assert times == sorted(times, reverse=True)
+    assert times[0] > times[-1]
+
+
+def test_device_memory_bytes_agree_with_the_simulator():
+    g = rp.softmax_graph(512, 1024, 0)
+    for forbid in (("inplace",), ()):
+        plan = so.solve(g, hardware=so.HardwareSpec(cores=1), forbid=forbid)
+        sim = so.simulate(plan)
+        assert rp.device_memory_bytes(plan) == sim.device_read_bytes + sim.device_write_bytes
+
+
+def test_decode_planner_is_at_least_as_fast_as_the_published_best_split(rows):
+    for name in ("down", "gate_up", "o_proj", "qkv"):
+        assert _find(rows, f"decode {name} ", "planner's split")["predicted"] <= 1.0
+
+
+def test_relayout_is_preferred_to_a_device_memory_round_trip():
+    data = rp.measurements()["relayout"]
+    g = rp.relayout_graph(data)
+    pin = {
+        "producer": {"division": data["producer"]["division"]},
+        "consumer": {"division": data["consumer"]["division"]},
+    }
+    plan = so.solve(g, pin=pin)
+    assert plan.edges[0].mode == "relayout"
+    round_trip = so.solve(g, pin={**pin, "producer": {**pin["producer"], "residency": "hbm"}})
+    assert round_trip.edges[0].mode == "hbm" and round_trip.cost_us > plan.cost_us
+
+
+def test_cli_writes_json_rows(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert main(["reproduce", "--only", "relayout", "--backend", "greedy", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert len(rows) == 1 and rows[0]["published"] == 8.72 and rows[0]["unit"] == "us"
+    assert "relayout 2.1 MB" in capsys.readouterr().out

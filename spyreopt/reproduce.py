@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from spyreopt.api import solve
 from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.costmodel.sampling import Config, Sample, reference_coefficients
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_check import fixed_problem
 from spyreopt.workloads import get as get_workload
@@ -202,3 +205,57 @@ def table(rows: list[Row]) -> str:
 
 def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 10000 else f"{x:,.3f}" if abs(x) < 10 else f"{x:,.2f}"
+
+
+# ---- device rows as fit samples ----------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceConfig(Config):
+    """A published experiment as a fit configuration: its own graph, the decisions the experiment fixes."""
+
+    built: Graph | None = field(default=None, compare=False)
+
+    def graph(self) -> Graph:
+        return self.built
+
+
+def _config(family: str, graph: Graph, plan: Plan, target: str) -> DeviceConfig:
+    decisions = []
+    for o in plan.ops:
+        dims = op_space(graph, graph.ops[o.name]).dims
+        decisions.append((o.name, (tuple(o.division[d] for d in dims), o.stick, o.residency)))
+    return DeviceConfig(family, "device", (), "fp16", False, tuple(decisions), target, graph)
+
+
+def device_samples() -> tuple[list[Sample], list[str]]:
+    """The published rows the fit may use, as samples (plans derived with the reference coefficients, as the
+    simulator samples are), and why each other published row is left out.
+
+    A softmax stage is used only where the model's plan moves the published device-memory bytes: a stage the
+    model cannot plan yet (in-place address reuse, input staging) would fit coefficients to the wrong traffic.
+    """
+    data, ref = measurements(), reference_coefficients()
+    samples, skipped = [], []
+    sm = data["softmax"]
+    g = softmax_graph(sm["rows"], sm["cols"], sm["dim"])
+    for st in sm["stages"]:
+        pin = {f"softmax.{op}": p for op, p in st["pin"].items()}
+        plan = solve(g, hardware=HardwareSpec(cores=sm["cores"]), pin=pin, forbid=st["forbid"], coefficients=ref)
+        want = element_count(st["elements"], sm["rows"], sm["cols"]) * sm["bytes_per_element"]
+        got = device_memory_bytes(plan)
+        if got != want:
+            skipped.append(f"softmax ({st['stage']}) {st['what']}: the model's plan moves {got} B, the device {want} B")
+            continue
+        samples.append(Sample(_config("device softmax", g, plan, "total"), st["time_us"]))
+    skipped += [f"softmax on {o['cores']} cores: {o['what']}" for o in sm["other_cores"]]
+    for p in data["decode"]["projections"]:
+        g = matmul_graph(p["name"], p["M"], p["K"], p["N"])
+        for which in ("best", "worst"):
+            plan = solve(g, pin={"mm": {"division": dict(zip("mnk", p[which]["split"]))}}, coefficients=ref)
+            samples.append(Sample(_config("device decode", g, plan, "op:mm"), p[which]["time_us"]))
+    rl = data["relayout"]
+    g = relayout_graph(rl)
+    pin = {"producer": {"division": rl["producer"]["division"]}, "consumer": {"division": rl["consumer"]["division"]}}
+    plan = solve(g, pin=pin, coefficients=ref)
+    samples.append(Sample(_config("device relayout", g, plan, "relayout:consumer"), rl["time_us"]))
+    skipped.append("blog MLP: utilisation and time change, not times of a fixed plan")
+    return samples, skipped

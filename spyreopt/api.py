@@ -14,7 +14,8 @@ from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
-from spyreopt.model.restrict import Restriction, check_restriction, make_problem
+from spyreopt.model.restrict import Restriction, check_backend, check_restriction, make_problem
+from spyreopt.solvers.registry import PROBLEM_BACKENDS
 
 
 def solve(
@@ -46,6 +47,7 @@ def solve(
     if not restriction.empty:
         if cache is not None or decompose is not None or isinstance(graph, Problem):
             raise SolverError("pin/forbid need a graph solved directly (no cache, decompose or built Problem)")
+        check_backend(restriction, backend, PROBLEM_BACKENDS)
         plan = solve_direct(make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid), backend, **common)
         check_restriction(plan, restriction)
         plan.stats["restriction"] = restriction.to_dict()

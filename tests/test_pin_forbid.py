@@ -146,3 +146,25 @@ def test_cli_pin_and_forbid(tmp_path, capsys):
     pin.write_text("[1, 2]")
     assert main(["solve", "decode_proj", "--pin", str(pin)]) == 2
     assert "FormatError: pin file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["hbm", "independent"])
+def test_baselines_honour_divisions_and_refuse_on_chip_pins(backend):
+    g = so.workloads.get("softmax")
+    plan = so.solve(g, backend=backend, pin={"softmax.sub": {"division": {"d0": 4}}})
+    assert plan.op("softmax.sub").division["d0"] == 4
+    with pytest.raises(so.SolverError, match=f"backend '{backend}' is a baseline.*'softmax.max'"):
+        so.solve(g, backend=backend, pin={"softmax.max": {"residency": "lx"}})
+
+
+def test_batch_dim_alias_and_views():
+    g = so.Graph("bmm")
+    a, b = g.input("a", (4, 64, 128)), g.input("b", (4, 128, 256))
+    g.output(g.matmul(a, b, name="mm"))
+    plan = so.solve(g, pin={"mm": {"division": {"b": 4, "m": 2}}})
+    assert plan.op("mm").division["b0"] == 4 and plan.op("mm").division["m"] == 2
+    v = so.Graph("view")
+    t = v.transpose(v.input("x", (256, 128)), 0, 1, name="t")
+    v.output(v.pointwise("exp", t, name="exp"))
+    with pytest.raises(so.PlanError, match="op 't' is a view"):
+        so.solve(v, pin={"t": {"residency": "hbm"}})

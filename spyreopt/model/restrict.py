@@ -32,7 +32,7 @@ import numpy as np
 
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.errors import FormatError, PlanError
+from spyreopt.errors import FormatError, PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.candidates import Layout, OpCandidates
 from spyreopt.model.division import enumerate_divisions
@@ -282,6 +282,19 @@ def make_problem(
     if restriction.empty:
         return Problem(graph, hw, coefficients)
     return RestrictedProblem(graph, hw, coefficients, restriction=restriction)
+
+
+def check_backend(restriction: Restriction, backend: str, baselines: Iterable[str]) -> None:
+    """Baselines choose residencies by their own rule (everything in device memory first): an on-chip pin
+    is a SolverError for them, not a crash inside the baseline."""
+    if backend not in baselines:
+        return
+    for op, pin in sorted(restriction.pin.items()):
+        if pin.get("residency", "hbm") != "hbm":
+            raise SolverError(
+                f"backend {backend!r} is a baseline that chooses residencies by its own rule: it cannot honour "
+                f"the pinned residency {pin['residency']!r} of op {op!r}; use greedy, anneal, cpsat or milp"
+            )
 
 
 def check_restriction(plan: Plan, restriction: Restriction) -> None:

@@ -259,3 +259,50 @@ def device_samples() -> tuple[list[Sample], list[str]]:
     samples.append(Sample(_config("device relayout", g, plan, "relayout:consumer"), rl["time_us"]))
     skipped.append("blog MLP: utilisation and time change, not times of a fixed plan")
     return samples, skipped
+
+
+# ---- what the decode rows say about device-memory reads -----------------------------------------
+def shared_read_check() -> list[Row]:
+    """The decode rows against a two-rate form the cost model does not have: every distinct byte read once
+    over the shared device memory, and the busiest core's bytes over one core's DMA rate,
+    ``max(distinct / a, busiest core / c)``, with ``a`` and ``c`` fitted to the eight rows.
+
+    Byte counts are exact for the forced divisions (weight, activation slices and the output partial
+    sums of a k split); the fitted rates are in the returned rows. An analysis of the published data
+    only: it says which form the model needs, it is not the planner's cost model.
+    """
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    data, eb = measurements()["decode"], 2
+    cases = []
+    for p in data["projections"]:
+        m_, k_, n_ = p["M"], p["K"], p["N"]
+        for which in ("best", "worst"):
+            m, n, k = p[which]["split"]
+            distinct = (k_ * n_ + m_ * k_ * n + m_ * n_ * k) * eb
+            busiest = ((k_ // k) * (n_ // n) + (m_ // m) * (k_ // k)) * eb
+            cases.append((p["name"], (m, n, k), distinct, busiest, p[which]["time_us"] * 1e3))
+    dist, core, meas = (np.array([c[i] for c in cases], dtype=float) for i in (2, 3, 4))
+
+    def ns(x: np.ndarray) -> np.ndarray:
+        return np.maximum(dist / x[0], core / x[1])
+
+    fit = least_squares(lambda x: ns(x) / meas - 1, np.array([150.0, 40.0]), bounds=([1.0, 1.0], [1e4, 1e4]))
+    pred = ns(fit.x)
+    rates = f"a={fit.x[0]:.0f} GB/s, c={fit.x[1]:.1f} GB/s"
+    out = []
+    for (name, split, _, _, m), t in zip(cases, pred):
+        out.append(row(f"decode {name} shared reads ({rates})", f"time, split (m,n,k)={split}", "us", m / 1e3, t / 1e3))
+    for j in range(0, len(cases), 2):
+        name = cases[j][0]
+        out.append(
+            row(
+                f"decode {name} shared reads ({rates})",
+                "worst/best split",
+                "x",
+                meas[j + 1] / meas[j],
+                pred[j + 1] / pred[j],
+            )
+        )
+    return out

@@ -31,8 +31,8 @@ from scipy.stats import spearmanr
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.sampling import FAMILIES, Config, Sample, reference_coefficients
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.division import reduction_split
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 
 NAMES = tuple(f.name for f in fields(Coefficients))

@@ -15,10 +15,10 @@ import numpy as np
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.spyre import EdgeQuantities
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.candidates import OpCandidates, analyse_edge, restick_traffic
 from spyreopt.model.division import reduction_split
 from spyreopt.model.graph import Tensor
+from spyreopt.model.hardware import HardwareSpec
 
 
 @dataclass(frozen=True)

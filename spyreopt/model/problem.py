@@ -32,11 +32,11 @@ from spyreopt.costmodel import spyre
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.errors import GraphError, InfeasibleError, PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.candidates import Layout, OpCandidates, op_signature, resolve
 from spyreopt.model.formulation import Formulation, affine_value
 from spyreopt.model.geometry import LayoutQuantities, edge_quantities, layout_quantities
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.tables import EdgeTable, OpTable, build_formulation, edge_table, op_table
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from spyreopt.model.division import label
 from spyreopt.model.plan import Plan
 
 COMPONENTS = ("compute", "memory", "spill", "restickify", "relayout", "overhead")
@@ -85,8 +86,7 @@ def division_chart(plan: Plan, ax=None) -> Figure:
     names = [o.name for o in plan.ops]
     ax.barh(names, [o.cores for o in plan.ops], color=[COLORS["compute"] if o.kind == "matmul" else "#8C8C8C" for o in plan.ops])
     for i, o in enumerate(plan.ops):
-        split = " x ".join(f"{d}={f}" for d, f in o.division.items() if f > 1) or "unsplit"
-        ax.text(o.cores + 0.3, i, f"{split}  stick d{o.stick}  {o.residency}", va="center", fontsize=7)
+        ax.text(o.cores + 0.3, i, f"{label(o.division)}  stick d{o.stick}  {o.residency}", va="center", fontsize=7)
     ax.axvline(cores, color="black", linestyle="--", linewidth=1)
     ax.set_xlim(0, cores * 1.9)
     ax.invert_yaxis()

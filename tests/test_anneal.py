@@ -19,7 +19,7 @@ from spyreopt.solvers.anneal_state import SearchState
 from spyreopt.solvers.registry import get_backend, solve_formulation
 from spyreopt.testing.formulations import random_formulation
 
-IOPDDL = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "iopddl"
+IOPDDL = Path(__file__).parent / "data" / "iopddl"
 SMALL = {"steps": 600, "rounds": 8}
 
 
@@ -161,7 +161,7 @@ def test_iopddl_guide_reaches_the_contest_best(name):
     from spyreopt.formats.iopddl import BEST_KNOWN, load_iopddl
 
     path = IOPDDL / f"asplos-2025-iopddl-{name}.json.gz"
-    assert path.exists(), f"{path} is missing: the tests need shared/ beside the clone"
+    assert path.exists(), f"{path} is missing: the vendored test data (tests/data/SOURCE.md) must be in the clone"
     f = load_iopddl(path)
     sol = anneal.solve(f, time_limit=60, seed=0, steps=0, rounds=30)
     assert f.violations(sol.assignment) == []

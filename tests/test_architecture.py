@@ -127,7 +127,7 @@ LAYERS = {
     "model": 1, "workloads": 1, "formats": 1,
     "costmodel": 2,
     "hw": 3,
-    "solvers": 4,
+    "solvers": 4, "contest": 4,
     "direct": 5, "fixed": 5, "api": 5, "cache": 5, "batch": 5,
     "bench": 6, "viz": 6, "cli": 6, "integrations": 6, "testing": 6, "__main__": 6, "": 6, "reproduce": 6,
 }  # fmt: skip

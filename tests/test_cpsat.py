@@ -17,7 +17,7 @@ from spyreopt.solvers.placement import Buffer, place
 from spyreopt.solvers.registry import solve_formulation
 from spyreopt.testing.formulations import random_formulation
 
-IOPDDL = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "iopddl"
+IOPDDL = Path(__file__).parent / "data" / "iopddl"
 
 
 def _placeable(f: Formulation, a) -> bool:
@@ -232,7 +232,7 @@ def test_iopddl_instances(name):
     from spyreopt.formats.iopddl import load_iopddl
 
     path = IOPDDL / f"asplos-2025-iopddl-{name}.json.gz"
-    assert path.exists(), f"{path} is missing: the tests need shared/ beside the clone"
+    assert path.exists(), f"{path} is missing: the vendored test data (tests/data/SOURCE.md) must be in the clone"
     f = load_iopddl(path)
     sol = cpsat.solve(f, time_limit=60, seed=0)
     check_valid(f, sol)

@@ -7,11 +7,11 @@ from functools import cache
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spyreopt as so
-from spyreopt.errors import GraphError, InfeasibleError, PlanError
+from spyreopt.errors import GraphError, PlanError
 from spyreopt.fixed import plan_for
 from spyreopt.hw.execute import check_execution, execute, reference
 from spyreopt.hw.sim_numpy import POINTWISE, random_inputs
@@ -188,10 +188,7 @@ def test_stick_encoding_round_trips(shape, data, eps):
 @settings(max_examples=25, deadline=None)
 @given(problem=sst.problems(max_ops=5, max_dim=192))
 def test_generated_problems_simulate_and_compute_the_reference(problem):
-    try:
-        p = so.solve(problem, backend="greedy", time_limit=1)
-    except InfeasibleError:
-        assume(False)
+    p = so.solve(problem, backend="greedy", time_limit=1)  # never InfeasibleError: an all-hbm plan always fits
     assert simulate(p).time_us > 0
     check_execution(p)
 

@@ -180,11 +180,20 @@ def test_coefficient_file_loads_and_cli_refits_from_csv(tmp_path, simulated, cap
     assert f"--csv {csv_path} --seed 2 --holdout 0.3" in out.read_text()
 
 
-def test_shipped_coefficients_say_how_to_reproduce_them():
+def test_shipped_coefficients_say_how_to_reproduce_them(simulated):
+    """The shipped file says how it was made, and its coefficients predict configurations it never saw.
+
+    Scored on the ``simulated`` configurations, drawn with a seed the shipped fit did not use (it used
+    seed 0). With 12 per family (seed 2026) the shipped ones score 1.7-8.8% RMS and Spearman >= 0.97
+    per family (one swap among 6 is 0.94); the public figures 4-35% and down to 0.6.
+    """
     data = json.loads(resources.files("spyreopt.costmodel").joinpath("spyre_default.json").read_text())
     assert data["source"].startswith("spyreopt fit --samples ")
-    assert Coefficients.from_dict(data["coefficients"]) == Coefficients.load()
-    assert all(row["rms_rel"] <= 0.10 and row["spearman"] >= 0.95 for row in data["fit"]["families"])
+    shipped = Coefficients.from_dict(data["coefficients"])
+    assert shipped == Coefficients.load()
+    assert len({s.config.family for s in simulated}) == 7
+    scores = F.evaluate(shipped, simulated)
+    assert [r.family for r in scores if r.rms_rel > 0.10 or r.spearman < 0.9] == [], F.format_table(scores)
 
 
 def test_dma_requests_match_the_simulators_count():

@@ -5,7 +5,7 @@ import pytest
 import spyreopt as so
 from spyreopt.errors import PlanError
 from spyreopt.model.candidates import OpCandidates, analyse_edge
-from spyreopt.model.division import enumerate_divisions, iteration_box, owners
+from spyreopt.model.division import enumerate_divisions, iteration_box, label, owners
 from spyreopt.model.layout import contiguous_runs, num_sticks, padded_bytes, span_bytes
 from spyreopt.model.opspace import op_space
 
@@ -140,3 +140,15 @@ def test_relayout_legality_destination_multiple_of_source():
 def test_relayout_legality_fan_in():
     ea = _chain((1, 16), (16, 1))  # each destination row block gathers from 16 column blocks
     assert ea.fan_in == 16 and not ea.relayout_legal and "fan-in" in ea.why
+
+
+def test_divisions_read_as_named_factors_in_tables_and_errors():
+    assert label({"d0": 16, "d1": 2}) == "d0:16 x d1:2"
+    assert label({"b": 16, "m": 1, "k": 2}) == "b:16 x k:2"
+    assert label({"m": 1, "n": 1}) == "unsplit"
+    plan = so.solve(so.workloads.get("softmax"), backend="greedy")
+    table = plan.table()
+    assert all(label(o.division) in table for o in plan.ops) and "d0:" in table
+    g = so.workloads.get("mlp")
+    with pytest.raises(PlanError, match=r"division m:8 x n:8 uses 64 cores"):
+        cands(g, "up").checked_layout((8, 8, 1), 1)

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import spyreopt as so
 from spyreopt.errors import SolverError
 from spyreopt.formats.iopddl import load_iopddl
 from spyreopt.model.formulation import Edge, Formulation, Node, Placement, Solution
 from spyreopt.solvers import greedy, milp
 from spyreopt.solvers.addresses import place_assignment
-from spyreopt.solvers.milp_model import HUGE, MilpModel, _maximal_steps, reduce_domains
+from spyreopt.solvers.milp_model import HUGE, MAX_COEFFICIENT, MilpModel, _maximal_steps, reduce_domains
 from spyreopt.testing.formulations import random_formulation
 
 
@@ -254,14 +255,35 @@ def test_highs_prints_nothing():
 @pytest.mark.slow
 @pytest.mark.parametrize("letter, best", [("B", 532_843), ("G", 217_039)])
 def test_iopddl_proven_optimal(letter, best):
-    path = (
-        Path(__file__).resolve().parents[2]
-        / "shared"
-        / "benchmarks"
-        / "iopddl"
-        / f"asplos-2025-iopddl-{letter}.json.gz"
-    )
+    path = Path(__file__).parent / "data" / "iopddl" / f"asplos-2025-iopddl-{letter}.json.gz"
     f = load_iopddl(path)
     sol = milp.solve(f, time_limit=120, seed=0)
     assert_valid(f, sol)
     assert sol.status == "optimal" and sol.objective == sol.bound == best  # the contest's best is optimal
+
+
+def test_swiglu_prefill_both_exact_backends_agree_at_the_cheaper_plan():
+    """Issue 16's false optimum: at SwiGLU prefill shapes MILP returned its greedy start (3,957.65 µs) as optimal
+    while CP-SAT's valid plan costs 3,738.84 µs. Raw picosecond times as epigraph coefficients made HiGHS declare
+    the root LP infeasible, which with a MIP start reads as "the start is optimal"."""
+    g = so.workloads.get("swiglu", tokens=512, d_model=4096, d_ff=14336)
+    problem = so.Problem(g)
+    plans = {b: so.solve(problem, backend=b, time_limit=60, seed=0) for b in ("cpsat", "milp")}
+    start = so.solve(problem, backend="greedy", seed=0)
+    for plan in plans.values():
+        plan.validate()
+        assert plan.status == "optimal" and plan.bound_us == plan.cost_us
+    assert plans["milp"].cost_us == plans["cpsat"].cost_us == pytest.approx(3738.835014)
+    assert plans["milp"].cost_us < start.cost_us
+
+
+def test_model_coefficients_are_differences_within_the_solver_range():
+    """No objective or row coefficient handed to the solver is a raw time: all within MAX_COEFFICIENT."""
+    f = so.Problem(so.workloads.get("swiglu", tokens=512, d_model=4096, d_ff=14336)).formulation
+    model = MilpModel(f, reduce_domains(f, None))
+    assert model.unit > 1
+    coefficients = [abs(c) for c in model.prob.objective.values()]
+    for row in model.prob.constraints.values():
+        if not row.name.startswith("cap"):  # capacity rows are bytes against the byte limit
+            coefficients += [abs(c) for c in row.values()] + [abs(row.constant)]
+    assert max(coefficients) <= MAX_COEFFICIENT

@@ -24,7 +24,7 @@ from spyreopt.solvers.placement.search import search_place
 from spyreopt.solvers.placement.sweep import sweep
 from spyreopt.solvers.placement.validate import KINDS
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "minimalloc"
+BENCH = Path(__file__).parent / "data" / "minimalloc"
 INPUT12 = BENCH / "input.12.csv"
 INPUT12_TEXT = "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n"
 METHODS = ["auto", "bestfit", "cpsat", "search"]
@@ -42,7 +42,7 @@ def kinds(issues: list[ValidationIssue]) -> list[str]:
 
 
 def test_read_csv_file_matches_text():
-    assert INPUT12.exists(), f"{INPUT12} is missing: the tests need shared/ beside the clone"
+    assert INPUT12.exists(), f"{INPUT12} is missing: the vendored test data (tests/data/SOURCE.md) must be in the clone"
     assert read_csv(INPUT12) == example()
 
 
@@ -261,7 +261,7 @@ def test_minimize_capacity_proves_a_gap_above_the_lower_bound():
 
 def challenging(name: str) -> list[Buffer]:
     path = BENCH / "challenging" / f"{name}.1048576.csv"
-    assert path.exists(), f"{path} is missing: the tests need shared/ beside the clone"
+    assert path.exists(), f"{path} is missing: the vendored test data (tests/data/SOURCE.md) must be in the clone"
     return read_csv(path)
 
 

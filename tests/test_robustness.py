@@ -15,7 +15,7 @@ from spyreopt.formats.iopddl import load_iopddl
 from spyreopt.solvers.registry import solve_formulation
 from spyreopt.testing.formulations import random_formulation
 
-IOPDDL_B = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "iopddl" / "asplos-2025-iopddl-B.json.gz"
+IOPDDL_B = Path(__file__).parent / "data" / "iopddl" / "asplos-2025-iopddl-B.json.gz"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False) | st.text(max_size=8),

@@ -53,14 +53,23 @@ def test_every_greedy_plan_simulates_consistently(name):
     peak = max(r.peak_lx_bytes)
     assert peak <= HW.planner_lx_bytes
     assert peak >= max(resident, default=0)  # the simulator saw the biggest buffer itself
-    assert 0.4 < r.time_us / p.cost_us < 2.5  # the cost model is a proxy of this machine
+    # the fitted cost model tracks this machine: measured 0.978 (swiglu) to 1.118 (transformer_block)
+    assert 0.93 < r.time_us / p.cost_us < 1.15
 
 
-@pytest.mark.parametrize("backend", ["anneal", "cpsat", "milp"])
-@pytest.mark.parametrize("name", ["mlp", "sdpa", "transformer_block"])
-def test_other_backends_plans_simulate(backend, name):
-    p = backend_plan(name, backend, 1.0)
-    assert simulate(p).time_us > 0
+@cache
+def _problem(name: str) -> so.Problem:
+    return so.Problem(so.workloads.get(name))
+
+
+@pytest.mark.parametrize("backend", ["anneal", "cpsat", "milp", "independent", "hbm"])
+def test_every_backend_on_every_workload_validates_and_simulates(backend):
+    """The fast representative of the slow run below: small limits, every built-in workload (greedy: above)."""
+    for name in so.workloads.names():
+        p = so.solve(_problem(name), backend=backend, time_limit=0.3, seed=0)
+        p.validate()
+        r = simulate(p)
+        assert r.time_us > 0 and set(r.op_us) == {o.name for o in p.ops}, name
 
 
 @pytest.mark.slow

@@ -6,16 +6,28 @@ import argparse
 import json
 from pathlib import Path
 
-from spyreopt import bench
+from spyreopt.bench.data import data_dir
+from spyreopt.bench.iopddl import iopddl_suite
+from spyreopt.bench.minimalloc import minimalloc_suite
+from spyreopt.bench.report import markdown, to_json
+from spyreopt.bench.scaling import scaling_plot, scaling_suite
+from spyreopt.bench.spyre import SPYRE_BACKENDS, spyre_suite
+
+SUITES = ("spyre", "scaling", "minimalloc", "iopddl")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark backends against baselines, bounds and published results")
-    p.add_argument("--suite", default="spyre", help="spyre | scaling | minimalloc | iopddl | all")
-    p.add_argument("--backends", default=",".join(bench.SPYRE_BACKENDS))
+    p.add_argument("--suite", default="spyre", help=f"{' | '.join(SUITES)} | all, or a comma-separated list")
+    p.add_argument("--backends", default=",".join(SPYRE_BACKENDS))
     p.add_argument("--time-limit", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sizes", default="10,30,100,300,1000,3000", help="scaling suite: approximate op counts")
+    p.add_argument(
+        "--data",
+        help="minimalloc and iopddl suites: directory with minimalloc/challenging/*.csv and iopddl/*.json.gz "
+        "(default: $SPYREOPT_DATA)",
+    )
     p.add_argument("--json", help="write rows as JSON")
     p.add_argument("--markdown", help="write the tables as Markdown")
     p.add_argument("--plot", default="scaling.png", help="scaling suite: where to save the plot")
@@ -25,29 +37,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _bench(args: argparse.Namespace) -> int:
     backends = [b for b in args.backends.split(",") if b]
-    suites = ["spyre", "scaling", "minimalloc", "iopddl"] if args.suite == "all" else args.suite.split(",")
+    suites = list(SUITES) if args.suite == "all" else args.suite.split(",")
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        print(f"spyreopt bench: unknown suite(s) {unknown}; known: {', '.join(SUITES)}, all")
+        return 2
     rows, facts = [], {}
     progress = not args.quiet
     for suite in suites:
         if suite == "spyre":
-            r, facts = bench.spyre_suite(backends, args.time_limit, args.seed, progress)
+            r, facts = spyre_suite(backends, args.time_limit, args.seed, progress)
         elif suite == "scaling":
             sizes = tuple(int(s) for s in args.sizes.split(","))
-            r = bench.scaling_suite([b for b in backends if b not in ("hbm", "independent")], args.time_limit, sizes, args.seed, progress)
-            bench.scaling_plot(r, args.plot)
+            formulation_backends = [b for b in backends if b not in ("hbm", "independent")]
+            r = scaling_suite(formulation_backends, args.time_limit, sizes, args.seed, progress)
+            scaling_plot(r, args.plot)
             print(f"scaling plot written to {args.plot}")
         elif suite == "minimalloc":
-            r = bench.minimalloc_suite(max(args.time_limit, 60.0), progress=progress)
-        elif suite == "iopddl":
-            r = bench.iopddl_suite(backends, args.time_limit, seed=args.seed, progress=progress)
+            directory = data_dir(args.data, "minimalloc", "challenging")
+            r = minimalloc_suite(max(args.time_limit, 60.0), directory, progress=progress)
         else:
-            print(f"spyreopt bench: unknown suite {suite!r}")
-            return 2
+            r = iopddl_suite(
+                backends, args.time_limit, data_dir(args.data, "iopddl"), seed=args.seed, progress=progress
+            )
         rows.extend(r)
-    text = bench.markdown(rows, facts)
+    text = markdown(rows, facts)
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(bench.to_json(rows, facts), indent=1, sort_keys=True))
+        Path(args.json).write_text(json.dumps(to_json(rows, facts), indent=1, sort_keys=True))
     return 0 if all(r.valid for r in rows) else 1

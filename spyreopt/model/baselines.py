@@ -1,7 +1,8 @@
 """Baseline planners, run through the same path as every backend (``so.solve(g, backend="hbm")``).
 
 * ``hbm``: nothing resident; every op takes its own best division with all
-  tensors in device memory.
+  tensors in device memory; ties between equal-cost divisions go to the one
+  that slices like its producers (so that it could read them in place).
 * ``independent``: what the Spyre compiler did before co-optimisation: each op
   its own best division (as in ``hbm``); a tensor stays in LX only if the
   producer and every consumer slice it identically (every edge in place) and it
@@ -23,15 +24,35 @@ from spyreopt.solvers.local import LocalView
 
 
 def _own_best(problem: Problem) -> list[int]:
-    """Each op's best device-memory candidate given its producers' choices (schedule order)."""
+    """Each op's best device-memory candidate given its producers' choices (schedule order).
+
+    Among equal-cost candidates the op keeps its producers' slicing (most
+    incoming edges that could be used in place), then the lowest index: the
+    first implementation, given a tie, would not re-slice.
+    """
     f = problem.formulation
     view = LocalView(f)
     a = [min(range(len(c)), key=lambda s, c=c: (c[s].residency != "hbm", s)) for c in problem.candidates]
     for i, cands in enumerate(problem.candidates):
         costs = view.candidate_costs(i, a)
         hbm = [s for s, c in enumerate(cands) if c.residency == "hbm"]
-        a[i] = min(hbm, key=lambda s: (costs[s], s))
+        least = min(costs[s] for s in hbm)
+        a[i] = min((s for s in hbm if costs[s] == least), key=lambda s: (-_kept_slicings(problem, a, i, s), s))
     return list(problem.normalize(a))
+
+
+def _kept_slicings(problem: Problem, a: list[int], i: int, s: int) -> int:
+    """How many of op i's producers, kept on chip with their chosen layout, candidate s would read in place."""
+    kept = 0
+    for k, e in enumerate(problem.edges):
+        if e.consumer != i:
+            continue
+        cands = problem.candidates[e.producer]
+        resident = Candidate(cands[a[e.producer]].layout, "lx", "-")
+        if resident in cands:
+            info = problem.pair(k, cands.index(resident), s)
+            kept += info is not None and info.mode == "inplace"
+    return kept
 
 
 def _solution(problem: Problem, a: list[int], offsets, start: float, stats: dict) -> Solution:

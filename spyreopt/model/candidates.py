@@ -22,6 +22,7 @@ from spyreopt.model.division import (
     Division,
     enumerate_divisions,
     iteration_box,
+    label,
     legal_factors,
     owners,
     project,
@@ -133,8 +134,9 @@ class OpCandidates:
             raise PlanError(f"op {name!r}: division has {len(factors)} factors, iteration space {space.dims}")
         required = self._required(stick)
         units = self._units(stick, required)
+        named = label(dict(zip(space.dims, factors)))
         if prod(factors) > self.hw.cores:
-            raise PlanError(f"op {name!r}: division {factors} uses {prod(factors)} cores, more than {self.hw.cores}")
+            raise PlanError(f"op {name!r}: division {named} uses {prod(factors)} cores, more than {self.hw.cores}")
         splits = [d for d, f, red in zip(space.dims, factors, space.reduction) if red and f > 1]
         if len(splits) > 1:
             raise PlanError(f"op {name!r}: division splits {len(splits)} reduction dims {splits}; at most one")
@@ -147,7 +149,7 @@ class OpCandidates:
         chunks = tuple((-(-e // u) // f) * u for e, u, f in zip(space.extents, units, factors))
         lay = self._layout(Division(tuple(factors), chunks), stick, required)
         if lay is None:
-            raise PlanError(f"op {name!r}: division {factors} gives a core a span above {self.hw.span_limit_bytes} bytes")
+            raise PlanError(f"op {name!r}: division {named} gives a core a span above {self.hw.span_limit_bytes} bytes")
         return lay
 
     # ---- stick rules -------------------------------------------------------

@@ -30,6 +30,14 @@ class Division:
         return {name: f for name, f in zip(space.dims, self.factors)}
 
 
+def label(division: dict[str, int]) -> str:
+    """How a division reads everywhere (tables, plots, errors): ``d0:16 x d1:2``, ``b:16 x k:2``, or ``unsplit``.
+
+    Named dims with a colon, so a split never reads as one long number (``d016xd12``).
+    """
+    return " x ".join(f"{d}:{f}" for d, f in division.items() if f > 1) or "unsplit"
+
+
 def legal_factors(extent: int, unit: int) -> list[int]:
     """Factors that split ``extent`` into equal whole ``unit`` blocks (unit = elements per stick or 1)."""
     units = -(-extent // unit)

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spyreopt.model.division import label
+
 if TYPE_CHECKING:
     from spyreopt.model.plan import Plan
-
-
-def _division(d: dict[str, int]) -> str:
-    split = [f"{k}{v}" for k, v in d.items() if v > 1]
-    return "x".join(split) if split else "-"
 
 
 def plan_table(plan: Plan) -> str:
@@ -22,7 +19,7 @@ def plan_table(plan: Plan) -> str:
             (
                 o.name,
                 o.kind,
-                _division(o.division),
+                label(o.division),
                 str(o.cores),
                 str(o.stick),
                 o.residency,

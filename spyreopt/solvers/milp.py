@@ -2,8 +2,9 @@
 
 It gives an LP-based lower bound and an independent cross-check of CP-SAT.
 
-1. Start from greedy's plan (or a valid ``hint``): it is the MIP start and the
-   incumbent that domain reduction prunes against (see ``milp_model``).
+1. Start from greedy's plan (or a valid ``hint``), checked with
+   ``Formulation.violations`` (an invalid one is dropped): it is the MIP start
+   and the incumbent that domain reduction prunes against (see ``milp_model``).
 2. Solve the model under the remaining time.
 3. With ``f.placement``: place the chosen buffers with the placement engine;
    if they do not fit, find the time-connected group of buffers that does not
@@ -31,7 +32,7 @@ from spyreopt.model.formulation import BufferSpec, Formulation, Solution
 from spyreopt.solvers import greedy
 from spyreopt.solvers.addresses import place_assignment
 from spyreopt.solvers.milp_model import MilpModel, ModelTimeout, reduce_domains
-from spyreopt.solvers.milp_run import RunResult, runner
+from spyreopt.solvers.milp_run import ABS_GAP, RunResult, runner
 from spyreopt.solvers.placement import Buffer, place
 
 
@@ -73,7 +74,7 @@ def _rounds(f: Formulation, model: MilpModel, run, deadline: float, seed: int, w
     while time.perf_counter() < deadline:
         result = _run(run, model, deadline, seed, warm)
         if proven_cuts and (result.bound is not None or result.infeasible):
-            bound = math.inf if result.infeasible else result.bound + model.offset
+            bound = math.inf if result.infeasible else result.bound * model.unit + model.offset
         if not result.has_solution:
             break
         a = model.assignment()
@@ -109,6 +110,10 @@ def _incumbent(f: Formulation, hint: Solution | None, time_limit: float, seed: i
     except (InfeasibleError, RuntimeError) as exc:
         stats["start"] = f"none (greedy failed: {exc})"
         return None
+    problems = f.violations(sol.assignment, sol.offsets)
+    if problems:  # never trusted blindly: it would prune the domains and could come back as the answer
+        stats["start"] = f"none (greedy plan invalid: {problems[0]})"
+        return None
     stats["start"] = "greedy"
     stats["start_objective"] = sol.objective
     return sol
@@ -119,7 +124,7 @@ def _run(run, model: MilpModel, deadline: float, seed: int, warm) -> RunResult:
         return RunResult(False, False, True, False, None, f"infeasible: {model.infeasible}")
     if not model.prob.variables():  # every node fixed by domain reduction: nothing left to search
         return RunResult(True, True, False, False, 0.0, "no variables left after domain reduction")
-    return run(model.prob, deadline=deadline, seed=seed, start=warm)
+    return run(model.prob, deadline=deadline, seed=seed, start=warm, abs_gap=ABS_GAP / model.unit)
 
 
 def _hard_violations(f: Formulation, a) -> list[str]:
@@ -184,6 +189,9 @@ def _finish(f, incumbent, found, result, bound, floor, proven_cuts, stats, start
         raise SolverError(
             f"milp: no solution within {deadline - start:.1f} s and no valid start ({stats.get('start')})"
         )
+    problems = f.violations(assignment, offsets)
+    if problems:  # every source was checked above: this is a bug, never a plan to return
+        raise SolverError(f"milp: the {stats['source']} plan violates the formulation: {'; '.join(problems[:3])}")
     if found and result.proven and milp_obj > objective:  # an "optimum" worse than a known plan: tolerances
         stats["numerics"] = f"solver's optimum {milp_obj} is worse than the start's {objective}; bound dropped"
         bound = None

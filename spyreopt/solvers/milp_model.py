@@ -9,7 +9,14 @@ Model (the auto-sharding form, kept compact):
   ``sum_b y[a,b] = x[u,a]`` and ``sum_a y[a,b] = x[v,b]`` (|S_u|+|S_v| rows, not
   3·|S_u|·|S_v|); integral ``x`` makes ``y`` integral. If one endpoint is
   fixed, the pair literal is the other endpoint's ``x``;
-* max terms as an epigraph ``z >= alternative`` (exact, since ``z`` is minimised);
+* max terms as an epigraph ``z >= alternative`` (exact, since ``z`` is minimised),
+  each alternative shifted by its least value so its coefficients are differences;
+* the objective and epigraph rows in units of ``MilpModel.unit`` picoseconds, a
+  power of two chosen so no coefficient exceeds ``MAX_COEFFICIENT``: picosecond
+  costs of a millisecond op (~4e9) next to 0/1 literals break the LP's
+  tolerances, and HiGHS then declares a feasible model infeasible, which
+  with a MIP start reads as "the start is optimal" (issue 16). Dividing integers by
+  a power of two is exact in floating point;
 * capacity rows only at the time steps whose live set is maximal (every other
   step's live set is a subset of one of them, and usages are non-negative).
 
@@ -35,6 +42,9 @@ from spyreopt.model.formulation import BufferSpec, Formulation, affine_value
 
 HUGE = 2**50
 """Costs at or above this break double precision in an LP next to ordinary costs."""
+
+MAX_COEFFICIENT = 2**20
+"""Largest objective or epigraph coefficient handed to the solver, in model units (HiGHS tolerances are ~1e-7)."""
 
 GroupKey = tuple[int, int]
 
@@ -186,8 +196,12 @@ class _Lin:
         else:
             self.terms[lit] = self.terms.get(lit, 0.0) + float(coef)
 
-    def expr(self) -> pulp.LpAffineExpression:
-        return pulp.LpAffineExpression(self.terms)
+    def expr(self, unit: int = 1) -> pulp.LpAffineExpression:
+        """The terms divided by ``unit`` (a power of two: exact)."""
+        return pulp.LpAffineExpression({v: c / unit for v, c in self.terms.items()} if unit != 1 else self.terms)
+
+    def largest(self) -> float:
+        return max((abs(c) for c in self.terms.values()), default=0.0)
 
 
 class ModelTimeout(Exception):
@@ -206,9 +220,14 @@ class MilpModel:
         self.infeasible: str | None = None  # why the model has no solution, when known before solving
         self._nodes()
         self._pairs()
-        obj = self._objective()
-        self.offset = obj.const  # exact integer part of the objective, kept out of the solver
-        self.prob.setObjective(obj.expr())
+        obj, rows = self._objective()
+        self.unit = _unit(max([obj.largest()] + [max(lin.largest(), abs(lin.const)) for _, lin in rows]))
+        self.offset = obj.const  # exact integer part of the objective (picoseconds), kept out of the solver
+        self.prob.setObjective(obj.expr(self.unit) + pulp.lpSum(self.z))
+        for t, (z, lin) in enumerate(rows):  # z >= lin (both in units of self.unit)
+            self._add(
+                pulp.LpConstraint(z - lin.expr(self.unit), pulp.LpConstraintGE, rhs=lin.const / self.unit), f"max_{t}"
+            )
         self._capacity()
 
     # ---- variables ---------------------------------------------------------
@@ -262,7 +281,14 @@ class MilpModel:
         return [((b, a, lit) if transposed else (a, b, lit)) for (a, b), lit in lits.items()]
 
     # ---- objective ---------------------------------------------------------
-    def _objective(self) -> _Lin:
+    def _objective(self) -> tuple[_Lin, list[tuple[pulp.LpVariable, _Lin]]]:
+        """The objective (picoseconds) and the epigraph rows ``z >= lin`` of every max term alternative.
+
+        Each max term contributes ``base + unit·z`` with ``z >= 0`` (``z`` is not in ``obj``): ``base`` is the
+        largest constant part among its alternatives, each alternative keeps
+        its literals' costs above their group's minimum (one literal per group
+        is 1), so every coefficient is a difference, never a raw time.
+        """
         f = self.f
         obj = _Lin()
         for i, n in enumerate(f.nodes):
@@ -276,20 +302,28 @@ class MilpModel:
             obj.const += m
             for a, b, lit in pairs:
                 obj.add(lit, int(e.costs[a, b]) - m)
-        self.z = []
+        self.z, self.z_base, rows = [], [], []
         for t, term in enumerate(f.max_terms):
-            z = self.prob.add_variable(f"z_{t}")
-            self.z.append(z)
-            obj.add(z, 1)
-            for j, alt in enumerate(term.alternatives):
+            alts = []
+            for alt in term.alternatives:
                 lin = _Lin()
-                for s, lit in self.x[term.node].items():
-                    lin.add(lit, int(alt.unary[s]))
-                for k, table in alt.edge_parts:
-                    for a, b, lit in self.edge_pairs(k):
-                        lin.add(lit, int(table[a, b]))
-                self._add(pulp.LpConstraint(z - lin.expr(), pulp.LpConstraintGE, rhs=lin.const), f"max_{t}_{j}")
-        return obj
+                groups = [[(lit, int(alt.unary[s])) for s, lit in self.x[term.node].items()]]
+                groups += [[(lit, int(table[a, b])) for a, b, lit in self.edge_pairs(k)] for k, table in alt.edge_parts]
+                for group in groups:
+                    m = min(c for _, c in group)
+                    lin.const += m
+                    for lit, c in group:
+                        lin.add(lit, c - m)
+                alts.append(lin)
+            base = max(lin.const for lin in alts)
+            z = self.prob.add_variable(f"z_{t}", 0)
+            self.z.append(z)
+            self.z_base.append(base)
+            obj.const += base
+            for lin in alts:
+                lin.const -= base
+                rows.append((z, lin))
+        return obj, rows
 
     # ---- memory ------------------------------------------------------------
     def _usage_exprs(self, align: int) -> list[tuple[int, int, _Lin]]:
@@ -372,8 +406,9 @@ class MilpModel:
             for pair, lit in lits.items():
                 if lit is not None:
                     values[lit] = float(pair == chosen)
-        for z, term in zip(self.z, self.f.max_terms):
-            values[z] = float(max(affine_value(a, term.node, self.f.edges, assignment) for a in term.alternatives))
+        for z, base, term in zip(self.z, self.z_base, self.f.max_terms):
+            top = max(affine_value(a, term.node, self.f.edges, assignment) for a in term.alternatives)
+            values[z] = (top - base) / self.unit
         return values
 
     def assignment(self) -> tuple[int, ...]:
@@ -409,6 +444,14 @@ def capacity_families(f: Formulation) -> list[tuple[int, int]]:
         if align > 1 or f.usage_limit is None or cap < f.usage_limit:
             out.append((cap, align))
     return out
+
+
+def _unit(largest: float) -> int:
+    """The least power of two that brings ``largest`` down to ``MAX_COEFFICIENT`` or below."""
+    unit = 1
+    while largest / unit > MAX_COEFFICIENT:
+        unit *= 2
+    return unit
 
 
 def _round_up(size: int, align: int) -> int:

@@ -25,7 +25,8 @@ import pulp
 from spyreopt.errors import SolverError
 
 ABS_GAP = 0.999
-"""Costs are integers, so a gap below 1 proves optimality; asking for less only burns time."""
+"""Costs are integers, so a gap below 1 proves optimality; asking for less only burns time.
+Runners take it divided by the model's unit (``MilpModel.unit`` cost units per model unit)."""
 
 READ_SECONDS_PER_VARIABLE = 1e-5
 """Time kept back for PuLP to read the solution into its variables (measured: 85k variables, 0.4-0.9 s)."""
@@ -39,7 +40,7 @@ class RunResult:
     """What one solver call established about the problem it was given."""
 
     has_solution: bool
-    proven: bool  # the solution is optimal for this problem (gap below ABS_GAP)
+    proven: bool  # the solution is optimal for this problem (gap below abs_gap)
     infeasible: bool
     hit_limit: bool  # stopped by the time limit
     bound: float | None  # dual bound of the problem's objective, None when unknown
@@ -92,7 +93,7 @@ class _HiGHS(pulp.HiGHS):
         lp.solverModel.run()
 
 
-def run_highs(prob: pulp.LpProblem, *, deadline: float, seed: int, start) -> RunResult:
+def run_highs(prob: pulp.LpProblem, *, deadline: float, seed: int, start, abs_gap: float = ABS_GAP) -> RunResult:
     import highspy  # present whenever this runner is selected (checked by ``runner``)
 
     solver = _HiGHS(
@@ -101,7 +102,7 @@ def run_highs(prob: pulp.LpProblem, *, deadline: float, seed: int, start) -> Run
         msg=False,
         threads=1,
         gapRel=0.0,
-        gapAbs=ABS_GAP,
+        gapAbs=abs_gap,
         log_to_console=False,
         random_seed=seed,
     )
@@ -123,14 +124,14 @@ def run_highs(prob: pulp.LpProblem, *, deadline: float, seed: int, start) -> Run
     )
 
 
-def run_cbc(prob: pulp.LpProblem, *, deadline: float, seed: int, start) -> RunResult:
+def run_cbc(prob: pulp.LpProblem, *, deadline: float, seed: int, start, abs_gap: float = ABS_GAP) -> RunResult:
     for v in prob.variables():
         v.varValue = None if start is None else start.get(v)
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "cbc.log")
         with warnings.catch_warnings():  # PuLP 3.3 announces PULP_CBC_CMD's removal in 4.0 on every use
             warnings.simplefilter("ignore", DeprecationWarning)
-            solver = _CBC(prob, deadline, seed, start is not None, log_path)
+            solver = _CBC(prob, deadline, seed, start is not None, log_path, abs_gap)
         prob.solve(solver)
         with open(log_path) as fh:
             log = fh.read()
@@ -151,13 +152,13 @@ def run_cbc(prob: pulp.LpProblem, *, deadline: float, seed: int, start) -> RunRe
 class _CBC(pulp.PULP_CBC_CMD):
     """PuLP's CBC whose ``-sec`` is computed when the command line is built, after the MPS file is written."""
 
-    def __init__(self, prob: pulp.LpProblem, deadline: float, seed: int, warm: bool, log_path: str):
+    def __init__(self, prob: pulp.LpProblem, deadline: float, seed: int, warm: bool, log_path: str, abs_gap: float):
         self.prob, self.deadline = prob, deadline
         super().__init__(
             msg=False,
             threads=1,
             gapRel=0.0,
-            gapAbs=ABS_GAP,
+            gapAbs=abs_gap,
             warmStart=warm,
             logPath=log_path,
             options=[f"randomCbcSeed {seed + 1}", f"randomSeed {seed + 1}"],

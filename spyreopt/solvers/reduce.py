@@ -720,6 +720,9 @@ def solve_reduced(f: Formulation, backend: str = "greedy", *, time_limit: float,
             stats={"reduced": inner.stats},
             message=inner.message,
         )
+        problems = f.violations(sol.assignment, sol.offsets)
+        if problems:  # the expansion is exact, so this is a bug: never return it as a plan
+            raise SolverError(f"{backend} on the reduced problem, mapped back, is invalid: {'; '.join(problems[:3])}")
         if first is not None and first.objective < sol.objective:
             notes.append(
                 f"{backend} on the reduced problem ({sol.objective}) is worse than greedy; greedy's plan returned"

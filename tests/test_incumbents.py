@@ -1,0 +1,49 @@
+"""No backend returns a plan it has not checked: MILP's start and solve_reduced's mapped-back plan (issue 16).
+
+Each test injects the fault the check guards against (a start or an inner backend that returns an
+invalid plan) and asserts that it never comes back as the answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from spyreopt.errors import SolverError
+from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.solvers import milp, reduce, registry
+from spyreopt.testing.formulations import random_formulation
+
+
+def _cheapest_invalid(f: Formulation) -> tuple[int, ...]:
+    """The cheapest assignment that breaks a constraint and beats every valid one."""
+    every = sorted(itertools.product(*(range(n.num_candidates) for n in f.nodes)), key=f.evaluate)
+    best_valid = min(f.evaluate(a) for a in every if not f.violations(a))
+    bad = next(a for a in every if f.violations(a))
+    assert f.evaluate(bad) < best_valid
+    return bad
+
+
+def test_milp_never_returns_an_invalid_greedy_start(monkeypatch):
+    f = random_formulation(2, tight=0.1)
+    bad = _cheapest_invalid(f)
+    monkeypatch.setattr(milp.greedy, "solve", lambda f, **kw: Solution(bad, {}, "feasible", f.evaluate(bad)))
+    sol = milp.solve(f, time_limit=10, seed=0)
+    assert f.violations(sol.assignment, sol.offsets) == []
+    assert sol.stats["start"].startswith("none (greedy plan invalid")
+    assert sol.status == "optimal"
+
+
+def test_solve_reduced_refuses_an_invalid_mapped_back_plan(monkeypatch):
+    f = random_formulation(3, num_nodes=8, tight=0.8, placement=True)
+    real = registry.solve_formulation
+
+    def no_addresses(g, backend="greedy", **kw):  # an inner backend that forgets the addresses
+        sol = real(g, "greedy", **kw)
+        return sol if g is f else Solution(sol.assignment, {}, "optimal", sol.objective)
+
+    monkeypatch.setattr(registry, "solve_formulation", no_addresses)
+    assert any(b.size for b in f.buffers(real(f, "greedy", time_limit=5).assignment))
+    with pytest.raises(SolverError, match="mapped back, is invalid: .*no address"):
+        reduce.solve_reduced(f, "milp", time_limit=5, seed=0)

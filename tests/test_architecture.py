@@ -140,7 +140,6 @@ KNOWN_UP = {
     ("costmodel", "hw"): "the fit and its sampling read HardwareSpec and run the simulator",
     ("costmodel", "fixed"): "the fit's sampling plans one op with spyreopt.fixed.plan_for",
     ("costmodel", "solvers"): "the fit's sampling places addresses with solvers.addresses",
-    ("model", "solvers"): "model.baselines search with solvers.local and place with solvers.addresses",
 }
 
 

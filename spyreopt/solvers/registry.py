@@ -18,17 +18,19 @@ from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers.feasibility import check_usage_feasible
 
+# name -> module with ``solve``; or "module:function" for a baseline that reads the Spyre Problem itself
 BACKENDS: dict[str, str] = {
     "greedy": "spyreopt.solvers.greedy",
     "anneal": "spyreopt.solvers.anneal",
     "cpsat": "spyreopt.solvers.cpsat",
     "milp": "spyreopt.solvers.milp",
+    "hbm": "spyreopt.solvers.baselines:hbm",
+    "independent": "spyreopt.solvers.baselines:independent",
 }
-# baselines that read the Spyre Problem itself (residency, slice matching): module:function
-PROBLEM_BACKENDS: dict[str, str] = {
-    "hbm": "spyreopt.model.baselines:hbm",
-    "independent": "spyreopt.model.baselines:independent",
-}
+
+
+def _reads_problem(name: str) -> bool:
+    return ":" in BACKENDS.get(name, "")
 
 
 def register(name: str, module: str) -> None:
@@ -37,19 +39,19 @@ def register(name: str, module: str) -> None:
 
 
 def names() -> list[str]:
-    return sorted(BACKENDS) + sorted(PROBLEM_BACKENDS)
+    return sorted(BACKENDS, key=lambda name: (_reads_problem(name), name))
 
 
 def get_problem_backend(name: str):
     """The solve function of a baseline that needs the Problem, or None for formulation backends."""
-    if name not in PROBLEM_BACKENDS:
+    if not _reads_problem(name):
         return None
-    module, func = PROBLEM_BACKENDS[name].split(":")
+    module, func = BACKENDS[name].split(":")
     return getattr(importlib.import_module(module), func)
 
 
 def get_backend(name: str):
-    if name in PROBLEM_BACKENDS:
+    if _reads_problem(name):
         raise SolverError(f"backend {name!r} is a Spyre baseline: it needs a spyreopt.Problem, use spyreopt.solve")
     if name not in BACKENDS:
         raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")

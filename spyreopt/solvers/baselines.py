@@ -9,8 +9,8 @@
   fits (placed by the placement engine; the latest-added buffer is dropped when
   placement fails).
 
-They need the Spyre Problem (residency and slice matching), so they live in
-``model/`` and are registered as problem backends.
+They read the Spyre Problem (residency and slice matching), not only the
+Formulation: the registry's table marks them ``module:function``.
 """
 
 from __future__ import annotations

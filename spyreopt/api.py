@@ -15,7 +15,7 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_backend, check_restriction, make_problem
-from spyreopt.solvers.registry import PROBLEM_BACKENDS
+from spyreopt.solvers.registry import get_problem_backend
 
 
 def solve(
@@ -47,7 +47,7 @@ def solve(
     if not restriction.empty:
         if cache is not None or decompose is not None or isinstance(graph, Problem):
             raise SolverError("pin/forbid need a graph solved directly (no cache, decompose or built Problem)")
-        check_backend(restriction, backend, PROBLEM_BACKENDS)
+        check_backend(restriction, backend, get_problem_backend(backend) is not None)
         plan = solve_direct(make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid), backend, **common)
         check_restriction(plan, restriction)
         plan.stats["restriction"] = restriction.to_dict()

@@ -245,18 +245,18 @@ def device_samples() -> tuple[list[Sample], list[str]]:
         if got != want:
             skipped.append(f"softmax ({st['stage']}) {st['what']}: the model's plan moves {got} B, the device {want} B")
             continue
-        samples.append(Sample(_config("device softmax", g, plan, "total"), st["time_us"]))
+        samples.append(Sample(_config("dev softmax", g, plan, "total"), st["time_us"]))
     skipped += [f"softmax on {o['cores']} cores: {o['what']}" for o in sm["other_cores"]]
     for p in data["decode"]["projections"]:
         g = matmul_graph(p["name"], p["M"], p["K"], p["N"])
         for which in ("best", "worst"):
             plan = solve(g, pin={"mm": {"division": dict(zip("mnk", p[which]["split"]))}}, coefficients=ref)
-            samples.append(Sample(_config("device decode", g, plan, "op:mm"), p[which]["time_us"]))
+            samples.append(Sample(_config("dev decode", g, plan, "op:mm"), p[which]["time_us"]))
     rl = data["relayout"]
     g = relayout_graph(rl)
     pin = {"producer": {"division": rl["producer"]["division"]}, "consumer": {"division": rl["consumer"]["division"]}}
     plan = solve(g, pin=pin, coefficients=ref)
-    samples.append(Sample(_config("device relayout", g, plan, "relayout:consumer"), rl["time_us"]))
+    samples.append(Sample(_config("dev relayout", g, plan, "relayout:consumer"), rl["time_us"]))
     skipped.append("blog MLP: utilisation and time change, not times of a fixed plan")
     return samples, skipped
 

@@ -94,8 +94,8 @@ def device():
 def test_device_samples_are_the_rows_the_model_can_represent(device):
     samples, skipped = device
     families = [s.config.family for s in samples]
-    assert families.count("device decode") == 8 and families.count("device relayout") == 1
-    assert families.count("device softmax") == 2  # stages (a) and (b); (c) and (d) move other bytes
+    assert families.count("dev decode") == 8 and families.count("dev relayout") == 1
+    assert families.count("dev softmax") == 2  # stages (a) and (b); (c) and (d) move other bytes
     assert any("softmax (c)" in why for why in skipped) and any("softmax (d)" in why for why in skipped)
     assert {s.measured_us for s in samples} >= {658.8, 1620.3, 8.72, 32.51, 27.66}
 
@@ -103,7 +103,7 @@ def test_device_samples_are_the_rows_the_model_can_represent(device):
 def test_fit_weights_pull_towards_the_heavier_row(device):
     from spyreopt.costmodel.fit import evaluate, fit
 
-    pair = [s for s in device[0] if s.config.family == "device decode"][4:6]  # o_proj best and worst split
+    pair = [s for s in device[0] if s.config.family == "dev decode"][4:6]  # o_proj best and worst split
     errors = []
     for weights in ([100.0, 1.0], [1.0, 100.0]):
         result = fit(pair, holdout=0, free=("hbm_bytes_per_ns",), weights=weights)

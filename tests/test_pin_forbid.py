@@ -95,6 +95,7 @@ def test_pinned_residency_and_capabilities_not_planned_yet():
         ({"mm": {"residency": "sram"}}, (), "pin['mm'].residency: 'sram' not one of"),
         ({"mm": {"cores": 4}}, (), "pin['mm']: unknown key(s) ['cores']"),
         ({}, ("relayout", "tiles"), "forbid: unknown capability ['tiles']"),
+        ({}, ("relayout", 3), "forbid: expected capability names (strings)"),
     ],
 )
 def test_bad_pins_are_typed_errors_naming_op_and_rule(pin, forbid, message):

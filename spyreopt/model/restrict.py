@@ -62,7 +62,10 @@ class Restriction:
     def of(cls, pin: Mapping[str, Mapping[str, Any]] | None, forbid: Iterable[str] | str | None) -> Restriction:
         if isinstance(forbid, str):
             forbid = [f for f in forbid.split(",") if f.strip()]
-        forbid = frozenset(f.strip() for f in forbid or ())
+        forbid = list(forbid or ())
+        if not all(isinstance(f, str) for f in forbid):
+            raise PlanError(f"forbid: expected capability names (strings), got {forbid!r}")
+        forbid = frozenset(f.strip() for f in forbid)
         unknown = sorted(forbid - set(CAPABILITIES))
         if unknown:
             raise PlanError(f"forbid: unknown capability {unknown}; known: {', '.join(CAPABILITIES)}")

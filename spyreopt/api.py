@@ -9,10 +9,13 @@ from spyreopt.cache.cached import solve_cached
 from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.direct import solve_direct
+from spyreopt.errors import SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.model.restrict import Restriction, check_backend, check_restriction, make_problem
+from spyreopt.solvers.registry import get_problem_backend
 
 
 def solve(
@@ -25,6 +28,8 @@ def solve(
     coefficients: Coefficients | None = None,
     cache: PlanCache | str | os.PathLike | None = None,
     decompose: str | None = None,
+    pin: dict[str, dict[str, Any]] | None = None,
+    forbid: tuple[str, ...] | list[str] | str | None = None,
     **options: Any,
 ) -> Plan:
     """Plan a graph with one backend. The returned plan has passed ``validate``.
@@ -34,9 +39,19 @@ def solve(
     ``cache`` (a ``spyreopt.cache.PlanCache`` or a directory) returns the stored
     plan of the same canonical problem, relabelled, instead of solving again;
     ``decompose="layers"`` solves each distinct repeated segment once
-    (``spyreopt.cache.solve_repeated``).
+    (``spyreopt.cache.solve_repeated``). ``pin`` and ``forbid`` restrict the decisions
+    (``spyreopt.model.restrict``); the plan is checked to honour them.
     """
     common = dict(time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients, **options)
+    restriction = Restriction.of(pin, forbid)
+    if not restriction.empty:
+        if cache is not None or decompose is not None or isinstance(graph, Problem):
+            raise SolverError("pin/forbid need a graph solved directly (no cache, decompose or built Problem)")
+        check_backend(restriction, backend, get_problem_backend(backend) is not None)
+        plan = solve_direct(make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid), backend, **common)
+        check_restriction(plan, restriction)
+        plan.stats["restriction"] = restriction.to_dict()
+        return plan
     if cache is not None or decompose is not None:
         return solve_cached(graph, backend, cache=cache, decompose=decompose, **common)
     return solve_direct(graph, backend, **common)

@@ -129,7 +129,7 @@ LAYERS = {
     "hw": 3,
     "solvers": 4, "contest": 4,
     "direct": 5, "fixed": 5, "api": 5, "cache": 5, "batch": 5,
-    "bench": 6, "viz": 6, "cli": 6, "integrations": 6, "testing": 6, "__main__": 6, "": 6,
+    "bench": 6, "viz": 6, "cli": 6, "integrations": 6, "testing": 6, "__main__": 6, "": 6, "reproduce": 6,
 }  # fmt: skip
 # the one upward import the design allows: Plan.show() draws the plan with viz (deferred, in the method)
 ALLOWED_UP = {("spyreopt.model.plan", "spyreopt.viz")}

@@ -28,6 +28,7 @@ COMMANDS = {
         "fit",
         "fit the cost model to the simulator or a CSV of measurements; print the held-out error per op family",
     ),
+    "reproduce": ("reproduce", "rebuild the published Spyre device measurements and print predicted next to published"),
 }
 
 

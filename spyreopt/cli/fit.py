@@ -26,6 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--holdout", type=float, default=0.3, help="fraction of each family held out (default 0.3)")
     p.add_argument("--out", metavar="FILE", help="write the fitted coefficients here (loadable by Coefficients.load)")
     p.add_argument("--save-samples", metavar="FILE", help="write the simulated samples as a CSV (to rerun on a device)")
+    p.add_argument("--device", action="store_true", help="also fit the published device rows (spyreopt reproduce)")
+    p.add_argument("--device-weight", type=float, metavar="W", help="weight of a device row (default: as all samples)")
     p.set_defaults(func=_fit)
 
 
@@ -49,7 +51,16 @@ def _fit(args: argparse.Namespace) -> int:
         if args.save_samples:
             write_csv(samples, args.save_samples)
             print(f"samples written to {args.save_samples}")
-    result = fit(samples, holdout=args.holdout, seed=args.seed)
+    weights = None
+    if args.device:  # imported here: spyreopt.reproduce plans with the full solver stack
+        from spyreopt.reproduce import device_samples
+
+        rows, skipped = device_samples()
+        print(f"{len(rows)} published device rows; not fitted: " + "; ".join(skipped))
+        w = args.device_weight or len(samples) / len(rows)
+        weights = [1.0] * len(samples) + [w] * len(rows)
+        samples = samples + rows
+    result = fit(samples, holdout=args.holdout, seed=args.seed, weights=weights)
     print(f"fit: {result.message} ({result.stats['nfev']} evaluations, {time.perf_counter() - start:.1f} s in all)")
     print("\nstarting point (public figures; START values for the terms they lack):")
     print(format_table(result.start_table))
@@ -65,4 +76,6 @@ def _fit(args: argparse.Namespace) -> int:
 def _argv(args: argparse.Namespace) -> list[str]:
     """The options that reproduce this fit (for the coefficient file's "source")."""
     out = ["--csv", args.csv] if args.csv else ["--samples", str(args.samples)]
+    out += ["--device"] if args.device else []
+    out += ["--device-weight", str(args.device_weight)] if args.device_weight else []
     return out + ["--seed", str(args.seed), "--holdout", str(args.holdout), "--out", args.out]

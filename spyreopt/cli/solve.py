@@ -8,6 +8,7 @@ from pathlib import Path
 from spyreopt import workloads
 from spyreopt.api import solve
 from spyreopt.model.graph import Graph
+from spyreopt.model.restrict import load_pin
 from spyreopt.solvers.registry import names as backend_names
 
 
@@ -30,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", help="write the plan JSON here")
     s.add_argument("--cache", metavar="DIR", help="plan cache directory: reuse the plan of an identical problem")
     s.add_argument("--decompose", choices=["layers"], help="solve each distinct repeated layer once")
+    s.add_argument("--pin", metavar="FILE.json", help='{op: {"division": {dim: parts}, "residency": "lx"|"hbm"}}')
+    s.add_argument("--forbid", default="", help="capabilities, e.g. relayout,staging (see spyreopt.model.restrict)")
     s.set_defaults(func=_solve)
 
 
@@ -43,8 +46,9 @@ def _workloads(args: argparse.Namespace) -> int:
 def _solve(args: argparse.Namespace) -> int:
     graph = load_graph(args.target)
     plan = solve(
-        graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache, decompose=args.decompose
-    )
+        graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache, decompose=args.decompose,
+        pin=load_pin(args.pin) if args.pin else None, forbid=args.forbid,
+    )  # fmt: skip
     print(f"{graph.name}: {len(plan.ops)} ops")
     cached = plan.stats.get("timing", {}).get("cache")
     if cached:

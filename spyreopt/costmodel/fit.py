@@ -275,11 +275,13 @@ def fit(
     start: Coefficients | None = None,
     hw: HardwareSpec | None = None,
     free: tuple[str, ...] = NAMES,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit the coefficients in ``free`` to ``samples`` on a seeded per-family split; score on the held-out rest.
 
     ``start`` defaults to the public figures with ``START`` for the terms they lack;
-    coefficients not in ``free`` keep their starting value.
+    coefficients not in ``free`` keep their starting value. ``weights`` (one per sample,
+    default 1) scale each sample's squared relative error: device rows weigh more.
     """
     if not samples:
         raise ValueError("fit: no samples")
@@ -302,8 +304,10 @@ def fit(
     def coefs(x: np.ndarray) -> dict:
         return {**c0, **dict(zip(free, x))}
 
+    scale = np.sqrt(np.ones(len(samples)) if weights is None else np.asarray(weights, dtype=float))[sel]
+
     def residual(x: np.ndarray) -> np.ndarray:
-        return _predict(coefs(x), t)[sel] / measured[sel] - 1.0
+        return scale * (_predict(coefs(x), t)[sel] / measured[sel] - 1.0)
 
     res = least_squares(
         residual,

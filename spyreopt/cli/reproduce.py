@@ -1,0 +1,46 @@
+"""``spyreopt reproduce``: every published Spyre device measurement next to the model's prediction."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.reproduce import EXPERIMENTS, run, shared_read_check, table
+
+HELP = "rebuild the published Spyre device measurements and print predicted next to published"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "reproduce",
+        help=HELP,
+        description="Rebuild each published Spyre device experiment (softmax scratchpad stages, Granite decode "
+        "projections with forced divisions, an on-chip relayout, the blog's co-optimised MLP) with pin/forbid, "
+        "plan it, and print the published figure, the prediction and the relative error. Figures and sources: "
+        "spyreopt/costmodel/device_measurements.json.",
+    )
+    p.add_argument("--backend", default="cpsat", help="backend planning each experiment (default cpsat)")
+    p.add_argument("--time-limit", type=float, default=10.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--coefficients", metavar="FILE", help="cost-model coefficients (default: the shipped ones)")
+    p.add_argument("--only", choices=sorted(EXPERIMENTS), nargs="+", help="run only these experiments")
+    p.add_argument("--json", metavar="FILE", help="write the rows {experiment, quantity, unit, published, ...} here")
+    p.add_argument(
+        "--shared-reads", action="store_true", help="also fit the decode rows to max(distinct/a, busiest core/c)"
+    )
+    p.set_defaults(func=_reproduce)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    coef = Coefficients.load(args.coefficients) if args.coefficients else None
+    rows = run(backend=args.backend, time_limit=args.time_limit, seed=args.seed, coefficients=coef, only=args.only)
+    print(table(rows))
+    if args.shared_reads:
+        print("\nthe decode rows against shared device-memory reads (an analysis, not the planner's model):")
+        print(table(shared_read_check()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        print(f"{len(rows)} rows written to {args.json}")
+    return 0

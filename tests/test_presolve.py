@@ -130,3 +130,23 @@ def test_conflict_is_reported_not_raised():
     f = Formulation((n0, n1), (Edge(0, 1, np.zeros((2, 1), np.int64), np.zeros((2, 1), bool)),), None)
     dom = domains(f)
     assert dom.conflict is not None and "no candidate has an allowed pair" in dom.conflict
+
+
+def test_windowed_lp_keeps_an_optimum(monkeypatch):
+    """Cut into windows (slices of the schedule here), the LP bound is weaker but still valid and exact."""
+    import spyreopt.solvers.presolve.lp as lp
+
+    monkeypatch.setattr(lp, "WHOLE_COLUMNS", 12)
+    windowed = 0
+    for f in itertools.islice(instances(), 20):
+        best, args = optimum(f)
+        if best is None:
+            continue
+        dom = domains(f, upper_bound=best, dominance=False)
+        parts, _ = lp._parts(f, dom)
+        windowed += len(parts) > 1
+        dom = domains(f, upper_bound=best, lp_time=5.0)
+        kept = [a for a in args if all(dom.masks[i][s] for i, s in enumerate(a))]
+        kept = [a for a in kept if all(dom.allowed[k][a[e.u], a[e.v]] for k, e in enumerate(f.edges))]
+        assert kept and (dom.lp_bound is None or dom.lp_bound <= best), f.name
+    assert windowed >= 5

@@ -193,6 +193,7 @@ class MilpModel:
             for s, lit in self.x[i].items():
                 obj.add(lit, int(n.costs[s]) - m)
         for k, e in enumerate(f.edges):
+            self._check_deadline()
             pairs = self.edge_pairs(k)
             m = min(int(e.costs[a, b]) for a, b, _ in pairs)
             obj.const += m
@@ -243,6 +244,7 @@ class MilpModel:
 
     def _capacity(self) -> None:
         for limit, align in capacity_families(self.f):
+            self._check_deadline()
             buffers = self._usage_exprs(align)
             for t in _maximal_steps([(lo, hi) for lo, hi, _ in buffers], self._has_negative_usage()):
                 lin = _Lin()

@@ -13,6 +13,7 @@ import pytest
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers import milp, reduce, registry
+from spyreopt.solvers.milp_run import RunResult
 from spyreopt.testing.formulations import random_formulation
 
 
@@ -47,3 +48,15 @@ def test_solve_reduced_refuses_an_invalid_mapped_back_plan(monkeypatch):
     assert any(b.size for b in f.buffers(real(f, "greedy", time_limit=5).assignment))
     with pytest.raises(SolverError, match="mapped back, is invalid: .*no address"):
         reduce.solve_reduced(f, "milp", time_limit=5, seed=0)
+
+
+def test_milp_does_not_trust_an_infeasible_verdict_that_its_start_contradicts(monkeypatch):
+    # the failure mode behind issue 16's false optimum: the solver wrongly calls a model with a feasible start
+    # infeasible; taken at its word, "nothing is better than the start" would be reported as a proof
+    f = random_formulation(1, num_nodes=8, tight=0.5)
+    wrong = RunResult(False, False, True, False, None, "Infeasible; No Solution Exists")
+    monkeypatch.setattr(milp, "runner", lambda name: lambda prob, **kw: wrong)
+    sol = milp.solve(f, time_limit=10, seed=0)
+    assert f.violations(sol.assignment, sol.offsets) == []
+    assert sol.status != "optimal" and sol.bound is None
+    assert "contradicted by the start" in sol.message and "infeasible" in sol.stats["numerics"]

@@ -73,6 +73,12 @@ def _rounds(f: Formulation, model: MilpModel, run, deadline: float, seed: int, w
     found, result, bound, rounds, proven_cuts = None, None, None, 0, True
     while time.perf_counter() < deadline:
         result = _run(run, model, deadline, seed, warm)
+        if result.infeasible and warm is not None:  # the start satisfies the model (no cut excludes a placed plan)
+            stats["numerics"] = f"solver called the model infeasible ({result.detail}) although the start satisfies it"
+            result = RunResult(
+                False, False, False, result.hit_limit, None, f"{result.detail}, contradicted by the start"
+            )
+            break
         if proven_cuts and (result.bound is not None or result.infeasible):
             bound = math.inf if result.infeasible else result.bound * model.unit + model.offset
         if not result.has_solution:

@@ -18,7 +18,9 @@ integers); the solver's floats only guide the search and give the bound.
 "optimal" means proven: the solver closed the gap (PuLP's ``sol_status``, not
 its ``status``, which says Optimal at a time limit too), every placement cut
 was proven by the placement engine, and no heuristically dropped 1e18 cost
-could do better; otherwise "timeout" (time ran out) or "feasible". The bound
+could do better; otherwise "timeout" (time ran out) or "feasible". A verdict of
+"infeasible" while the valid start satisfies the model is a numerical failure,
+never a proof (``stats["numerics"]``). The bound
 is the solver's dual bound (floored) of a model whose cuts are all proven.
 """
 

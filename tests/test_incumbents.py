@@ -13,6 +13,8 @@ import pytest
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers import greedy, milp
+from spyreopt.solvers.milp import backend as milp_backend
+from spyreopt.solvers.milp.run import RunResult
 from spyreopt.solvers.registry import get_backend
 from spyreopt.solvers.solving_chain import solve_chain
 from spyreopt.testing.formulations import random_formulation
@@ -47,3 +49,15 @@ def test_the_chain_refuses_an_invalid_mapped_back_plan():
     assert any(b.size for b in f.buffers(greedy.solve(f, time_limit=5).assignment))
     with pytest.raises(SolverError, match="inverted plan is invalid.*no address"):
         solve_chain(f, "milp", lambda name: no_addresses if name == "milp" else get_backend(name), time_limit=5, seed=0)
+
+
+def test_milp_does_not_trust_an_infeasible_verdict_that_its_start_contradicts(monkeypatch):
+    # the failure mode behind issue 16's false optimum: the solver wrongly calls a model with a feasible start
+    # infeasible; taken at its word, "nothing is better than the start" would be reported as a proof
+    f = random_formulation(1, num_nodes=8, tight=0.5)
+    wrong = RunResult(False, False, True, False, None, "Infeasible; No Solution Exists")
+    monkeypatch.setattr(milp_backend, "runner", lambda name: lambda prob, **kw: wrong)
+    sol = milp.solve(f, time_limit=10, seed=0)
+    assert f.violations(sol.assignment, sol.offsets) == []
+    assert sol.status != "optimal" and sol.bound is None
+    assert "contradicted by the start" in sol.message and "infeasible" in sol.stats["numerics"]

@@ -18,7 +18,9 @@ integers); the solver's floats only guide the search and give the bound.
 "optimal" means proven: the solver closed the gap (PuLP's ``sol_status``, not
 its ``status``, which says Optimal at a time limit too), every placement cut
 was proven by the placement engine, and no heuristically dropped 1e18 cost
-could do better; otherwise "timeout" (time ran out) or "feasible". The bound
+could do better; otherwise "timeout" (time ran out) or "feasible". A verdict of
+"infeasible" while the valid start satisfies the model is a numerical failure,
+never a proof (``stats["numerics"]``). The bound
 is the solver's dual bound (floored) of a model whose cuts are all proven.
 """
 
@@ -72,6 +74,12 @@ def _rounds(f: Formulation, model: MilpModel, run, deadline: float, seed: int, w
     found, result, bound, rounds, proven_cuts = None, None, None, 0, True
     while time.perf_counter() < deadline:
         result = _run(run, model, deadline, seed, warm)
+        if result.infeasible and warm is not None:  # the start satisfies the model (no cut excludes a placed plan)
+            stats["numerics"] = f"solver called the model infeasible ({result.detail}) although the start satisfies it"
+            result = RunResult(
+                False, False, False, result.hit_limit, None, f"{result.detail}, contradicted by the start"
+            )
+            break
         if proven_cuts and (result.bound is not None or result.infeasible):
             bound = math.inf if result.infeasible else result.bound * model.unit + model.offset
         if not result.has_solution:

@@ -2,7 +2,7 @@
 relayouts and addresses for dataflow AI accelerators (IBM Spyre is the reference).
 """
 
-from spyreopt import workloads
+from spyreopt import models, workloads
 from spyreopt.api import solve
 from spyreopt.batch import solve_many
 from spyreopt.cache import PlanCache
@@ -19,6 +19,6 @@ from spyreopt.model.problem import Problem
 __all__ = [
     "Coefficients", "FormatError", "PlanCache", "solve_many", "Formulation", "Graph", "GraphError", "HardwareSpec", "InfeasibleError",
     "Plan", "PlanError", "Problem", "SimResult", "SolverError", "SpyreoptError", "check_execution", "execute",
-    "reference", "simulate", "solve", "workloads",
+    "models", "reference", "simulate", "solve", "workloads",
 ]  # fmt: skip
 __version__ = "0.1.0"

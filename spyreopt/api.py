@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def solve(
     graph: Graph | Problem,
-    backend: str = "greedy",
+    backend: str = "auto",
     *,
     time_limit: float = 10.0,
     seed: int = 0,
@@ -39,6 +39,10 @@ def solve(
     ``decompose="layers"`` solves each distinct repeated segment once
     (``spyreopt.cache.solve_repeated``).
     """
+    if backend == "auto" and cache is None and decompose is None:  # chooses the method per problem: spyreopt.auto
+        from spyreopt.auto import solve as solve_auto
+
+        return solve_auto(graph, time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients, **options)
     if cache is not None or decompose is not None:
         from spyreopt.cache import solve_cached  # imported here: spyreopt.cache builds on this module
 

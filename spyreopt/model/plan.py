@@ -14,7 +14,7 @@ from typing import Any
 from spyreopt.errors import FormatError
 
 EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
-STATUSES = ("optimal", "feasible", "timeout", "infeasible", "error")
+STATUSES = ("optimal", "feasible", "timeout", "interrupted", "infeasible", "error")
 
 
 @dataclass

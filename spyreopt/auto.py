@@ -1,0 +1,280 @@
+"""``backend="auto"``: one time budget (the problem build included), the method chosen per problem.
+
+* **layers**: when the schedule splits into segments that repeat (``cache.segments.split``:
+  transformer layers), each distinct segment is planned once as below and the
+  plans are stitched onto the full graph (``cache.repeated.stitch``). The tensor
+  crossing each cut goes through device memory, so the result is feasible, never
+  claimed optimal.
+* **exact**: a problem of at most ``EXACT_OPS`` compute ops goes to CP-SAT from
+  the start plan; CP-SAT proves optimality when it can. If it does not, anneal
+  continues from the best plan so far and the better plan is kept.
+* **anneal+lns**: a larger problem is annealed from the start plan, then
+  CP-SAT's large-neighbourhood search (exact windows over the schedule and
+  around costly terms) continues from anneal's best.
+
+The start plan is the better of greedy and the ``hbm`` baseline (nothing on
+chip, always valid); each later stage is hinted with the best plan so far, so
+a stage never makes the result worse.
+
+Budgets are deterministic: the share of the time limit each stage gets depends
+only on the time limit and the problem's structure (a nominal build cost per op,
+never a measured one), so a run that finishes within its limit gives the same
+plan on every machine. The clock is a safety net: a stage never runs past the
+deadline, and if one had to be cut, ``stats["auto"]["budget_cut"]`` is True
+(the one case where reruns may differ). Ctrl-C (KeyboardInterrupt) after the
+first valid plan stops the search and returns the best plan so far with status
+``"interrupted"``. A progress bar is shown on a terminal (stderr a TTY).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+from spyreopt.cache.key import digest, key_payload
+from spyreopt.cache.relabel import to_canonical
+from spyreopt.cache.repeated import restricted_problem, stitch
+from spyreopt.cache.segments import split
+from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.errors import InfeasibleError, PlanError, SolverError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.decode import decode
+from spyreopt.model.formulation import Solution
+from spyreopt.model.graph import Graph
+from spyreopt.model.plan import Plan
+from spyreopt.model.problem import Problem
+from spyreopt.solvers.registry import get_problem_backend, solve_formulation
+
+EXACT_OPS = 40  # at or below this many compute ops CP-SAT gets the first stage
+BUILD_SECONDS_PER_OP = 0.1  # nominal (never measured) cost of building a problem, per compute op
+FINISH_SECONDS_PER_OP = 0.02  # nominal cost of decoding or stitching the plan of the full graph, per op
+SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
+START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
+STAGES = 3  # progress steps per problem: start plan, first search, second search
+EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
+ANNEAL_SHARE = 0.6  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
+MIN_STAGE_SECONDS = 0.2
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Run:
+    """Book-keeping of one auto solve: the deadline, the stages run, progress and interruption."""
+
+    deadline: float
+    bar: Any
+    stages: list[dict] = field(default_factory=list)
+    budget_cut: bool = False
+    interrupted: bool = False
+    on_stage: Progress | None = None
+    reserve: float = 0.0  # nominal seconds of work after the current stage (builds to come, the stitch)
+
+    def limit(self, planned: float) -> float:
+        """The stage's planned budget, cut to the time left (and said so) when the clock runs short."""
+        left = self.deadline - self.reserve - time.perf_counter()
+        if left < planned:
+            self.budget_cut = True
+            return max(left, 0.05)
+        return planned
+
+    def done(self, label: str) -> None:
+        self.bar.set_postfix_str(label, refresh=False)
+        self.bar.update(1)
+        if self.on_stage is not None:
+            self.on_stage(label)
+
+
+def solve(
+    graph: Graph | Problem,
+    *,
+    time_limit: float = 10.0,
+    seed: int = 0,
+    hardware: HardwareSpec | None = None,
+    coefficients: Coefficients | None = None,
+    progress: bool | None = None,
+    on_stage: Progress | None = None,
+    **options: Any,
+) -> Plan:
+    """Plan ``graph`` within ``time_limit`` seconds from this call; ``plan.stats["auto"]`` says what was done.
+
+    ``progress`` None shows a bar only when stderr is a terminal; ``on_stage`` is
+    called with a label after every stage (and may raise KeyboardInterrupt, as
+    Ctrl-C would).
+    """
+    if options:
+        raise SolverError(f"auto: unknown option(s) {', '.join(sorted(options))}; known: progress, on_stage")
+    if time_limit <= 0:
+        raise SolverError(f"auto: time_limit must be positive, got {time_limit}")
+    start = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    if isinstance(graph, Problem):
+        hw, coef, segs = graph.hw, graph.coef, None
+    else:
+        graph.check()
+        hw, coef = hardware or HardwareSpec(), coefficients or default()
+        segs = split(graph, hw, coef)
+    layered = segs is not None and len(segs) > 1
+    bar = tqdm(total=0, disable=not show, desc="auto", unit="stage", leave=False)
+    run = Run(start + time_limit, bar, on_stage=on_stage)
+    try:
+        if layered:
+            plan = _layers(graph, segs, hw, coef, time_limit, seed, run)
+        else:
+            problem = graph if isinstance(graph, Problem) else Problem(graph, hw, coef)
+            built = 0 if isinstance(graph, Problem) else BUILD_SECONDS_PER_OP * len(problem.ops)
+            run.reserve = FINISH_SECONDS_PER_OP * len(problem.ops)
+            budget = max(SEARCH_SHARE * (time_limit - built - run.reserve), MIN_STAGE_SECONDS)
+            bar.total = STAGES
+            sol, method = _plan_problem(problem, budget, seed, run)
+            if sol is None:  # interrupted before any valid plan
+                raise KeyboardInterrupt
+            sol.stats = {}
+            plan = decode(problem, sol, backend="auto", seed=seed)
+            plan.stats["auto"] = _report(method, run, problem_ops=len(problem.ops))
+    finally:
+        bar.close()
+    if run.interrupted:
+        plan.status = "interrupted"
+    plan.solve_seconds = round(time.perf_counter() - start, 6)
+    plan.stats.setdefault("timing", {})["auto"] = {"seconds": plan.solve_seconds, "budget_cut": run.budget_cut}
+    plan.message = _summary(plan.stats["auto"], run) + (f"; {plan.message}" if plan.message else "")
+    try:
+        plan.validate()
+    except PlanError as exc:
+        raise PlanError(f"backend 'auto' returned an invalid plan: {exc}") from exc
+    return plan
+
+
+def _report(method: str, run: Run, **extra: Any) -> dict:
+    return {
+        "method": method,
+        "stages": [{k: v for k, v in s.items() if k != "seconds"} for s in run.stages],
+        "interrupted": run.interrupted,
+        **extra,
+    }
+
+
+def _summary(report: dict, run: Run) -> str:
+    chain = " -> ".join(f"{s['backend']}({s['status']})" for s in report["stages"] if "segment" not in s)
+    text = f"auto: {report['method']}"
+    if "segments" in report:
+        text += f" over {report['segments']} segments ({report['distinct']} distinct)"
+    if chain:
+        text += f": {chain}"
+    if run.interrupted:
+        text += "; interrupted (Ctrl-C): best plan so far"
+    if run.budget_cut:
+        text += "; a stage was cut short by the deadline"
+    return text
+
+
+def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, hint: Solution | None, **tags: Any):
+    """One backend run on ``problem`` (hinted); recorded in ``run.stages``. None if it raised a typed error."""
+    limit = run.limit(planned)
+    began = time.perf_counter()
+    record: dict[str, Any] = {"backend": backend, **tags, "planned_s": round(planned, 3)}
+    try:
+        baseline = get_problem_backend(backend)
+        if baseline is not None:
+            sol = baseline(problem, time_limit=limit, seed=seed)
+        else:
+            opts = {"hint": hint} if hint is not None else {}
+            sol = solve_formulation(problem.formulation, backend, time_limit=limit, seed=seed, **opts)
+    except (SolverError, InfeasibleError) as exc:
+        record.update(status="error", error=str(exc))
+        sol = None
+    else:
+        record.update(status=sol.status, objective=int(sol.objective))
+        if sol.bound is not None:
+            record["bound"] = int(sol.bound)
+    record["seconds"] = time.perf_counter() - began
+    run.stages.append(record)
+    return sol
+
+
+def _better(best: Solution | None, sol: Solution | None) -> Solution | None:
+    if sol is None or sol.objective is None:
+        return best
+    if best is None or sol.objective < best.objective or (sol.status == "optimal" and sol.objective <= best.objective):
+        return sol
+    return best
+
+
+def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: Any) -> tuple[Solution | None, str]:
+    """The start plan, then the search stages of the problem's size class, within ``budget`` seconds."""
+    small = len(problem.ops) <= EXACT_OPS
+    method = "exact" if small else "anneal+lns"
+    best = None
+    try:
+        best = _better(best, _stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, **tags))
+        best = _better(best, _stage(run, problem, "greedy", budget * START_SHARE, seed, None, **tags))
+        if best is None:
+            raise InfeasibleError(f"auto: neither greedy nor the hbm baseline found a plan of {problem.graph.name!r}")
+        run.done(f"{tags.get('segment', problem.graph.name)}: start")
+        search = budget * (1 - START_SHARE)
+        first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
+        share = EXACT_SHARE if small else ANNEAL_SHARE
+        best = _better(best, _stage(run, problem, first, search * share, seed, best, **tags))
+        run.done(f"{tags.get('segment', problem.graph.name)}: {first}")
+        if best.status != "optimal":
+            best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))
+        run.done(f"{tags.get('segment', problem.graph.name)}: {second}")
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return best, method
+
+
+def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit: float, seed: int, run: Run) -> Plan:
+    """Plan each distinct segment once, then stitch; budgets split evenly over the distinct segments."""
+    keyed = []
+    for seg in segs:
+        payload, canon = key_payload(
+            seg.graph, "auto", {"seed": seed}, hardware=hw, coefficients=coef, extra=seg.extra()
+        )
+        keyed.append((digest(payload), canon, seg))
+    distinct = {}
+    for key, _, seg in keyed:
+        distinct.setdefault(key, seg)
+    seg_ops = [sum(o.kind != "view" for o in s.graph.ops.values()) for s in distinct.values()]
+    finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
+    nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish
+    per_segment = max(SEARCH_SHARE * (time_limit - nominal) / len(distinct), MIN_STAGE_SECONDS)
+    run.bar.total = STAGES * len(distinct)
+    solved: dict[str, dict] = {}
+    methods = []
+    for n, (key, seg) in enumerate(distinct.items()):
+        if run.interrupted:
+            break
+        run.reserve = BUILD_SECONDS_PER_OP * sum(seg_ops[n + 1 :]) + finish
+        try:
+            problem = restricted_problem(seg, hw, coef)
+        except KeyboardInterrupt:
+            run.interrupted = True
+            break
+        sol, method = _plan_problem(problem, per_segment, seed, run, segment=n)
+        if sol is None:
+            break
+        sol.stats = {}
+        solved[key] = to_canonical(decode(problem, sol, backend="auto", seed=seed), _canon(keyed, key))
+        methods.append(method)
+    if len(solved) < len(distinct):
+        raise KeyboardInterrupt  # interrupted before every distinct segment had a valid plan
+    parts = [(solved[key], canon) for key, canon, _ in keyed]
+    status = "feasible"
+    message = f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, crossing tensors in device memory"
+    plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    plan.stats["auto"] = _report(
+        "layers/" + "+".join(sorted(set(methods))), run, segments=len(segs), distinct=len(distinct),
+        segment_budget_s=round(per_segment, 3),
+    )  # fmt: skip
+    return plan
+
+
+def _canon(keyed, key):
+    return next(c for k, c, _ in keyed if k == key)

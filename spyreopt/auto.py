@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from spyreopt.cache.key import digest, key_payload
@@ -44,10 +45,11 @@ from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.errors import InfeasibleError, PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
-from spyreopt.model.formulation import Solution
+from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.solvers import anneal
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 EXACT_OPS = 40  # at or below this many compute ops CP-SAT gets the first stage
@@ -75,12 +77,16 @@ class Run:
     on_stage: Progress | None = None
     reserve: float = 0.0  # nominal seconds of work after the current stage (builds to come, the stitch)
 
+    def left(self) -> float:
+        """Seconds until the deadline, less the nominal work still to come."""
+        return max(self.deadline - self.reserve - time.perf_counter(), 0.05)
+
     def limit(self, planned: float) -> float:
         """The stage's planned budget, cut to the time left (and said so) when the clock runs short."""
-        left = self.deadline - self.reserve - time.perf_counter()
+        left = self.left()
         if left < planned:
             self.budget_cut = True
-            return max(left, 0.05)
+            return left
         return planned
 
     def done(self, label: str) -> None:
@@ -176,15 +182,19 @@ def _summary(report: dict, run: Run) -> str:
 
 def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, hint: Solution | None, **tags: Any):
     """One backend run on ``problem`` (hinted); recorded in ``run.stages``. None if it raised a typed error."""
-    limit = run.limit(planned)
     began = time.perf_counter()
     record: dict[str, Any] = {"backend": backend, **tags, "planned_s": round(planned, 3)}
+    opts: dict[str, Any] = {"hint": hint} if hint is not None else {}
+    if backend == "anneal":  # budgets in rounds and steps; the time limit is only the safety net
+        opts.update(_anneal_budget(problem.formulation, planned))
+        limit = run.left()
+    else:  # greedy stops by its limit; CP-SAT turns its limit into deterministic time
+        limit = run.limit(planned)
     try:
         baseline = get_problem_backend(backend)
         if baseline is not None:
             sol = baseline(problem, time_limit=limit, seed=seed)
         else:
-            opts = {"hint": hint} if hint is not None else {}
             sol = solve_formulation(problem.formulation, backend, time_limit=limit, seed=seed, **opts)
     except (SolverError, InfeasibleError) as exc:
         record.update(status="error", error=str(exc))
@@ -193,9 +203,24 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
         record.update(status=sol.status, objective=int(sol.objective))
         if sol.bound is not None:
             record["bound"] = int(sol.bound)
+        if sol.stats.get("budget_done") is False or sol.stats.get("wall_limit_hit"):
+            run.budget_cut = True
     record["seconds"] = time.perf_counter() - began
     run.stages.append(record)
     return sol
+
+
+def _anneal_budget(f: Formulation, planned: float) -> dict[str, int]:
+    """Guide rounds and annealing steps worth ``planned`` seconds at anneal's nominal costs (never measured).
+
+    The unit graph is at most the formulation's nodes and edges, so this errs on fewer rounds."""
+    usable = planned * (1 - anneal.DEFAULTS["reserve"])
+    share = anneal.DEFAULTS["guide_share"]
+    rounds = int(usable * share / (anneal.ROUND_SECONDS_PER_TERM * (len(f.nodes) + len(f.edges) + 1)))
+    mix = np.asarray(anneal.DEFAULTS["mix"], dtype=np.float64)
+    compound = 1 + anneal.DEFAULTS["flood_size"]
+    looks = float(mix @ [1, compound, compound, 3, anneal.DEFAULTS["window_size"]]) / mix.sum()
+    return {"rounds": rounds, "steps": int(usable * (1 - share) / (anneal.LOOK_SECONDS * looks))}
 
 
 def _better(best: Solution | None, sol: Solution | None) -> Solution | None:

@@ -84,7 +84,7 @@ def decoder(
         x = _layer(g, x, cfg, f"l{i}.")
     x = g.rmsnorm(x, g.weight("norm_f", (hidden,), dtype), name="norm_f")
     if vocab is not None:
-        x = g.matmul(x, g.weight("lm_head", (hidden, vocab), dtype), name="lm_head")
+        x = g.matmul(x, g.weight("lm_head.w", (hidden, vocab), dtype), name="lm_head")
     g.output(x)
     return g
 

@@ -52,14 +52,14 @@ from spyreopt.model.problem import Problem
 from spyreopt.solvers import anneal
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
-EXACT_OPS = 40  # at or below this many compute ops CP-SAT gets the first stage
+EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
 BUILD_SECONDS_PER_OP = 0.1  # nominal (never measured) cost of building a problem, per compute op
 FINISH_SECONDS_PER_OP = 0.02  # nominal cost of decoding or stitching the plan of the full graph, per op
 SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
 START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
 STAGES = 3  # progress steps per problem: start plan, first search, second search
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
-ANNEAL_SHARE = 0.6  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
+ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
 MIN_STAGE_SECONDS = 0.2
 
 Progress = Callable[[str], None]
@@ -76,6 +76,10 @@ class Run:
     interrupted: bool = False
     on_stage: Progress | None = None
     reserve: float = 0.0  # nominal seconds of work after the current stage (builds to come, the stitch)
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds outside the stages, for stats["timing"]
+
+    def timed(self, phase: str, began: float) -> None:
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + time.perf_counter() - began, 3)
 
     def left(self) -> float:
         """Seconds until the deadline, less the nominal work still to come."""
@@ -128,11 +132,15 @@ def solve(
     layered = segs is not None and len(segs) > 1
     bar = tqdm(total=0, disable=not show, desc="auto", unit="stage", leave=False)
     run = Run(start + time_limit, bar, on_stage=on_stage)
+    run.timed("split", start)
     try:
         if layered:
             plan = _layers(graph, segs, hw, coef, time_limit, seed, run)
         else:
+            began = time.perf_counter()
             problem = graph if isinstance(graph, Problem) else Problem(graph, hw, coef)
+            assert problem.formulation is not None  # built here, so the build is timed as such
+            run.timed("build", began)
             built = 0 if isinstance(graph, Problem) else BUILD_SECONDS_PER_OP * len(problem.ops)
             run.reserve = FINISH_SECONDS_PER_OP * len(problem.ops)
             budget = max(SEARCH_SHARE * (time_limit - built - run.reserve), MIN_STAGE_SECONDS)
@@ -141,19 +149,26 @@ def solve(
             if sol is None:  # interrupted before any valid plan
                 raise KeyboardInterrupt
             sol.stats = {}
+            began = time.perf_counter()
             plan = decode(problem, sol, backend="auto", seed=seed)
+            try:
+                plan.validate()
+            except PlanError as exc:
+                raise PlanError(f"backend 'auto' returned an invalid plan: {exc}") from exc
+            run.timed("decode", began)
             plan.stats["auto"] = _report(method, run, problem_ops=len(problem.ops))
     finally:
         bar.close()
     if run.interrupted:
         plan.status = "interrupted"
     plan.solve_seconds = round(time.perf_counter() - start, 6)
-    plan.stats.setdefault("timing", {})["auto"] = {"seconds": plan.solve_seconds, "budget_cut": run.budget_cut}
+    plan.stats.setdefault("timing", {})["auto"] = {
+        "seconds": plan.solve_seconds,
+        "budget_cut": run.budget_cut,
+        "phases": run.phases,
+        "stages": [round(s["seconds"], 3) for s in run.stages],
+    }
     plan.message = _summary(plan.stats["auto"], run) + (f"; {plan.message}" if plan.message else "")
-    try:
-        plan.validate()
-    except PlanError as exc:
-        raise PlanError(f"backend 'auto' returned an invalid plan: {exc}") from exc
     return plan
 
 
@@ -176,7 +191,7 @@ def _summary(report: dict, run: Run) -> str:
     if run.interrupted:
         text += "; interrupted (Ctrl-C): best plan so far"
     if run.budget_cut:
-        text += "; a stage was cut short by the deadline"
+        text += "; a stage stopped on the clock, not on its deterministic budget (a rerun may differ)"
     return text
 
 
@@ -188,7 +203,9 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
     if backend == "anneal":  # budgets in rounds and steps; the time limit is only the safety net
         opts.update(_anneal_budget(problem.formulation, planned))
         limit = run.left()
-    else:  # greedy stops by its limit; CP-SAT turns its limit into deterministic time
+    elif backend in ("greedy", "hbm"):  # run to completion; the clock only as a safety net
+        limit = run.left()
+    else:  # CP-SAT turns its limit into deterministic time
         limit = run.limit(planned)
     try:
         baseline = get_problem_backend(backend)
@@ -203,7 +220,12 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
         record.update(status=sol.status, objective=int(sol.objective))
         if sol.bound is not None:
             record["bound"] = int(sol.bound)
-        if sol.stats.get("budget_done") is False or sol.stats.get("wall_limit_hit"):
+        if (
+            sol.stats.get("budget_done") is False
+            or sol.stats.get("wall_limit_hit")
+            or sol.status == "timeout"
+            and backend == "greedy"
+        ):
             run.budget_cut = True
     record["seconds"] = time.perf_counter() - began
     run.stages.append(record)
@@ -235,21 +257,22 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
     """The start plan, then the search stages of the problem's size class, within ``budget`` seconds."""
     small = len(problem.ops) <= EXACT_OPS
     method = "exact" if small else "anneal+lns"
+    label = f"segment {tags['segment']}" if "segment" in tags else problem.graph.name
     best = None
     try:
         best = _better(best, _stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, **tags))
         best = _better(best, _stage(run, problem, "greedy", budget * START_SHARE, seed, None, **tags))
         if best is None:
             raise InfeasibleError(f"auto: neither greedy nor the hbm baseline found a plan of {problem.graph.name!r}")
-        run.done(f"{tags.get('segment', problem.graph.name)}: start")
+        run.done(f"{label}: start")
         search = budget * (1 - START_SHARE)
         first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
         share = EXACT_SHARE if small else ANNEAL_SHARE
         best = _better(best, _stage(run, problem, first, search * share, seed, best, **tags))
-        run.done(f"{tags.get('segment', problem.graph.name)}: {first}")
+        run.done(f"{label}: {first}")
         if best.status != "optimal":
             best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))
-        run.done(f"{tags.get('segment', problem.graph.name)}: {second}")
+        run.done(f"{label}: {second}")
     except KeyboardInterrupt:
         run.interrupted = True
     return best, method
@@ -257,7 +280,7 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
 
 def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit: float, seed: int, run: Run) -> Plan:
     """Plan each distinct segment once, then stitch; budgets split evenly over the distinct segments."""
-    keyed = []
+    began, keyed = time.perf_counter(), []
     for seg in segs:
         payload, canon = key_payload(
             seg.graph, "auto", {"seed": seed}, hardware=hw, coefficients=coef, extra=seg.extra()
@@ -266,6 +289,7 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     distinct = {}
     for key, _, seg in keyed:
         distinct.setdefault(key, seg)
+    run.timed("keys", began)
     seg_ops = [sum(o.kind != "view" for o in s.graph.ops.values()) for s in distinct.values()]
     finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
     nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish
@@ -278,7 +302,10 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
             break
         run.reserve = BUILD_SECONDS_PER_OP * sum(seg_ops[n + 1 :]) + finish
         try:
+            began = time.perf_counter()
             problem = restricted_problem(seg, hw, coef)
+            assert problem.formulation is not None  # built here, so the build is timed as such
+            run.timed("build", began)
         except KeyboardInterrupt:
             run.interrupted = True
             break
@@ -286,14 +313,18 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
         if sol is None:
             break
         sol.stats = {}
+        began = time.perf_counter()
         solved[key] = to_canonical(decode(problem, sol, backend="auto", seed=seed), _canon(keyed, key))
+        run.timed("decode", began)
         methods.append(method)
     if len(solved) < len(distinct):
         raise KeyboardInterrupt  # interrupted before every distinct segment had a valid plan
     parts = [(solved[key], canon) for key, canon, _ in keyed]
     status = "feasible"
     message = f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, crossing tensors in device memory"
+    began = time.perf_counter()
     plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    run.timed("stitch", began)
     plan.stats["auto"] = _report(
         "layers/" + "+".join(sorted(set(methods))), run, segments=len(segs), distinct=len(distinct),
         segment_budget_s=round(per_segment, 3),

@@ -3,8 +3,10 @@
 * **layers**: when the schedule splits into segments that repeat (``cache.segments.split``:
   transformer layers), each distinct segment is planned once as below and the
   plans are stitched onto the full graph (``cache.repeated.stitch``). The tensor
-  crossing each cut goes through device memory, so the result is feasible, never
-  claimed optimal.
+  crossing each cut goes through device memory; when the budget allows, the ops
+  around the cuts are then re-planned on the full graph (every other op fixed,
+  annealed from the stitched plan), which may keep a crossing tensor on chip.
+  Feasible, never claimed optimal.
 * **exact**: a problem of at most ``EXACT_OPS`` compute ops goes to CP-SAT from
   the start plan; CP-SAT proves optimality when it can. If it does not, anneal
   continues from the best plan so far and the better plan is kept.
@@ -44,9 +46,11 @@ from spyreopt.cache.segments import split
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.errors import InfeasibleError, PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.candidates import resolve
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.model.graph import Graph
+from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers import anneal
@@ -54,13 +58,18 @@ from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
 BUILD_SECONDS_PER_OP = 0.1  # nominal (never measured) cost of building a problem, per compute op
-FINISH_SECONDS_PER_OP = 0.02  # nominal cost of decoding or stitching the plan of the full graph, per op
+FINISH_SECONDS_PER_OP = 0.01  # nominal cost of decoding or stitching the plan of the full graph, per op
 SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
 START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
 STAGES = 3  # progress steps per problem: start plan, first search, second search
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
+REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
 MIN_STAGE_SECONDS = 0.2
+CUTS_BACKEND = (
+    "anneal"  # re-plans the cut windows (it reached CP-SAT's bound on an 8-layer decode; CP-SAT did not move)
+)
+MIN_SEGMENT_SECONDS = 2.0  # the cut windows get a share only if every distinct segment keeps at least this
 
 Progress = Callable[[str], None]
 
@@ -199,6 +208,8 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
     """One backend run on ``problem`` (hinted); recorded in ``run.stages``. None if it raised a typed error."""
     began = time.perf_counter()
     record: dict[str, Any] = {"backend": backend, **tags, "planned_s": round(planned, 3)}
+    if hint is not None:
+        record["start"] = int(hint.objective)
     opts: dict[str, Any] = {"hint": hint} if hint is not None else {}
     if backend == "anneal":  # budgets in rounds and steps; the time limit is only the safety net
         opts.update(_anneal_budget(problem.formulation, planned))
@@ -291,10 +302,18 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
         distinct.setdefault(key, seg)
     run.timed("keys", began)
     seg_ops = [sum(o.kind != "view" for o in s.graph.ops.values()) for s in distinct.values()]
+    free = cut_ops(graph, segs)
     finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
+    refine_cost = BUILD_SECONDS_PER_OP * len(free) + 2 * finish  # the windows' problem, then its decode
     nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish
-    per_segment = max(SEARCH_SHARE * (time_limit - nominal) / len(distinct), MIN_STAGE_SECONDS)
-    run.bar.total = STAGES * len(distinct)
+    search = SEARCH_SHARE * (time_limit - nominal - refine_cost)
+    refine = REFINE_SHARE * search if search * (1 - REFINE_SHARE) >= len(distinct) * MIN_SEGMENT_SECONDS else 0.0
+    if refine:
+        per_segment = search * (1 - REFINE_SHARE) / len(distinct)
+        finish += refine_cost
+    else:
+        per_segment = max(SEARCH_SHARE * (time_limit - nominal) / len(distinct), MIN_STAGE_SECONDS)
+    run.bar.total = STAGES * len(distinct) + (1 if refine else 0)
     solved: dict[str, dict] = {}
     methods = []
     for n, (key, seg) in enumerate(distinct.items()):
@@ -325,11 +344,81 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     began = time.perf_counter()
     plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
     run.timed("stitch", began)
+    refined = None
+    if refine and not run.interrupted:
+        run.reserve = 0.0
+        if run.left() < refine_cost + refine:  # the clock says no: skipped, and said so
+            run.budget_cut = True
+        else:
+            refined = refine_cuts(graph, plan, free, hw, coef, seed, run, refine)
+    plan = refined or plan
     plan.stats["auto"] = _report(
-        "layers/" + "+".join(sorted(set(methods))), run, segments=len(segs), distinct=len(distinct),
-        segment_budget_s=round(per_segment, 3),
+        "layers/" + "+".join(sorted(set(methods))) + ("+cuts" if refine else ""), run, segments=len(segs),
+        distinct=len(distinct), segment_budget_s=round(per_segment, 3), cut_ops=len(free) if refine else 0,
     )  # fmt: skip
     return plan
+
+
+def cut_ops(graph: Graph, segs) -> set[str]:
+    """The ops whose decisions the cuts restrict: the producer of each tensor crossing a cut and its consumers."""
+    leaving = {t for seg in segs for t in seg.restrict if t not in graph.outputs}
+    return {
+        o.name
+        for o in graph.ops.values()
+        if o.kind != "view" and (o.output in leaving or any(resolve(graph, x).base in leaving for x in o.inputs))
+    }
+
+
+def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, run: Run, planned: float) -> Plan | None:
+    """Re-plan the ops around the cuts on the full graph, every other op fixed to the stitched plan.
+
+    The stitched plan is the start (so the result is never worse); None if it cannot be expressed (a
+    stitched choice outside a freed op's candidates) or nothing better was found."""
+    began = time.perf_counter()
+    decided = {o.name: o for o in plan.ops}
+    fixed = {
+        name: (tuple(o.division[d] for d in op_space(graph, graph.ops[name]).dims), o.stick, o.residency)
+        for name, o in decided.items()
+        if name not in free
+    }
+    problem = Problem(graph, hw, coef, fixed=fixed)
+    start = []
+    for i, o in enumerate(problem.ops):
+        d, space = decided[o.name], problem.cands[i].space
+        match = [
+            s
+            for s, c in enumerate(problem.candidates[i])
+            if c.residency == d.residency
+            and problem.layout(i, s).stick == d.stick
+            and problem.layout(i, s).division.as_dict(space) == d.division
+        ]
+        if not match:
+            return None
+        start.append(match[0])
+    start = list(problem.normalize(start))
+    address = {t.name: t.address for t in plan.tensors}
+    copies = {(e.consumer, e.operand): e.copy_address for e in plan.edges}
+    offsets = {("node", i): address[o.output] for i, o in enumerate(problem.ops) if address.get(o.output) is not None}
+    for k, e in enumerate(problem.edges):
+        if copies.get((problem.ops[e.consumer].name, e.operand)) is not None:
+            offsets[("edge", k)] = copies[(problem.ops[e.consumer].name, e.operand)]
+    hint = Solution(tuple(start), offsets, "feasible", problem.formulation.evaluate(start))
+    run.timed("cuts_build", began)
+    sol = _stage(run, problem, CUTS_BACKEND, planned, seed, hint, segment="cuts")
+    run.done(f"cuts: {CUTS_BACKEND}")
+    if sol is None or sol.objective >= hint.objective:
+        return None
+    began = time.perf_counter()
+    sol.stats = {}
+    refined = decode(problem, sol, backend="auto", seed=seed)
+    try:
+        refined.validate()
+    except PlanError as exc:
+        raise PlanError(f"auto: the plan with re-planned cuts is invalid: {exc}") from exc
+    run.timed("cuts_decode", began)
+    refined.status = plan.status  # the layers method claims feasibility, whatever the windows' solver said
+    refined.message = plan.message + f"; {len(free)} ops around the cuts re-planned on the full graph"
+    return refined
 
 
 def _canon(keyed, key):

@@ -168,13 +168,24 @@ def test_auto_decomposes_repeated_layers_within_the_limit_and_deterministically(
         assert so.solve(g, time_limit=12, seed=1).to_json() == plan.to_json()
 
 
+def test_auto_replans_the_cuts_on_the_full_graph():
+    g = preset("tiny", phase="decode", layers=3)
+    plan = so.solve(g, time_limit=20)
+    plan.validate()
+    report = plan.stats["auto"]
+    # per cut the residual's producer and readers: 3 in a layer (norm square and scale, residual add), 2 in norm_f
+    assert report["method"].endswith("+cuts") and report["cut_ops"] == 4 + 4 + 3
+    (cuts,) = [s for s in report["stages"] if s.get("segment") == "cuts"]
+    assert plan.stats["objective_units"] <= cuts["start"]  # never worse than the stitched plan it starts from
+    assert plan.status == "feasible" and plan.cost_us <= so.solve(g, "greedy", decompose="layers").cost_us
+
+
 def test_ctrl_c_returns_the_best_plan_so_far():
     def interrupt(label):
         if label.endswith(": start"):  # the start plan exists: Ctrl-C now
             raise KeyboardInterrupt
 
-    g = so.workloads.get("transformer_block")
-    plan = so.solve(g, time_limit=30, on_stage=interrupt)
+    plan = so.solve(so.workloads.get("mha"), time_limit=30, on_stage=interrupt)
     plan.validate()
     assert plan.status == "interrupted" and plan.stats["auto"]["interrupted"] and "interrupted" in plan.message
     assert [s["backend"] for s in plan.stats["auto"]["stages"]] == ["hbm", "greedy"]

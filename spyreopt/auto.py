@@ -309,10 +309,11 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     search = SEARCH_SHARE * (time_limit - nominal - refine_cost)
     refine = REFINE_SHARE * search if search * (1 - REFINE_SHARE) >= len(distinct) * MIN_SEGMENT_SECONDS else 0.0
     if refine:
-        per_segment = search * (1 - REFINE_SHARE) / len(distinct)
         finish += refine_cost
+        search *= 1 - REFINE_SHARE
     else:
-        per_segment = max(SEARCH_SHARE * (time_limit - nominal) / len(distinct), MIN_STAGE_SECONDS)
+        search = SEARCH_SHARE * (time_limit - nominal)
+    budgets = _segment_budgets(search, seg_ops, [sum(k == key for k, _, _ in keyed) for key in distinct])
     run.bar.total = STAGES * len(distinct) + (1 if refine else 0)
     solved: dict[str, dict] = {}
     methods = []
@@ -328,7 +329,7 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
         except KeyboardInterrupt:
             run.interrupted = True
             break
-        sol, method = _plan_problem(problem, per_segment, seed, run, segment=n)
+        sol, method = _plan_problem(problem, budgets[n], seed, run, segment=n)
         if sol is None:
             break
         sol.stats = {}
@@ -354,9 +355,18 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     plan = refined or plan
     plan.stats["auto"] = _report(
         "layers/" + "+".join(sorted(set(methods))) + ("+cuts" if refine else ""), run, segments=len(segs),
-        distinct=len(distinct), segment_budget_s=round(per_segment, 3), cut_ops=len(free) if refine else 0,
+        distinct=len(distinct), segment_budgets_s=[round(b, 3) for b in budgets], cut_ops=len(free) if refine else 0,
     )  # fmt: skip
     return plan
+
+
+def _segment_budgets(search: float, ops: list[int], copies: list[int]) -> list[float]:
+    """Each distinct segment's share of ``search`` seconds: a floor, the rest by ops x copies (a gain on a
+    segment that repeats 32 times counts 32 times)."""
+    floor = min(MIN_SEGMENT_SECONDS, max(search, 0.0) / len(ops))
+    weights = [o * c for o, c in zip(ops, copies)]
+    rest = max(search - floor * len(ops), 0.0)
+    return [max(floor + rest * w / sum(weights), MIN_STAGE_SECONDS) for w in weights]
 
 
 def cut_ops(graph: Graph, segs) -> set[str]:

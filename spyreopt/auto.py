@@ -85,14 +85,15 @@ class Run:
     interrupted: bool = False
     on_stage: Progress | None = None
     reserve: float = 0.0  # nominal seconds of work after the current stage (builds to come, the stitch)
+    slowdown: float = 1.0  # measured build seconds / nominal ones so far: scales the reserve of the safety net
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds outside the stages, for stats["timing"]
 
     def timed(self, phase: str, began: float) -> None:
         self.phases[phase] = round(self.phases.get(phase, 0.0) + time.perf_counter() - began, 3)
 
     def left(self) -> float:
-        """Seconds until the deadline, less the nominal work still to come."""
-        return max(self.deadline - self.reserve - time.perf_counter(), 0.05)
+        """Seconds until the deadline, less the work still to come (nominal, scaled by the measured slowdown)."""
+        return max(self.deadline - self.reserve * self.slowdown - time.perf_counter(), 0.05)
 
     def limit(self, planned: float) -> float:
         """The stage's planned budget, cut to the time left (and said so) when the clock runs short."""
@@ -151,6 +152,7 @@ def solve(
             assert problem.formulation is not None  # built here, so the build is timed as such
             run.timed("build", began)
             built = 0 if isinstance(graph, Problem) else BUILD_SECONDS_PER_OP * len(problem.ops)
+            run.slowdown = max(1.0, run.phases["build"] / built) if built else 1.0
             run.reserve = FINISH_SECONDS_PER_OP * len(problem.ops)
             budget = max(SEARCH_SHARE * (time_limit - built - run.reserve), MIN_STAGE_SECONDS)
             bar.total = STAGES
@@ -326,6 +328,7 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
             problem = restricted_problem(seg, hw, coef)
             assert problem.formulation is not None  # built here, so the build is timed as such
             run.timed("build", began)
+            run.slowdown = max(1.0, run.phases["build"] / (BUILD_SECONDS_PER_OP * sum(seg_ops[: n + 1])))
         except KeyboardInterrupt:
             run.interrupted = True
             break

@@ -224,3 +224,16 @@ def test_cli_model_options_need_a_model(capsys):
     assert "model: preset" in capsys.readouterr().err
     assert main(["solve", "model:nope"]) == 2
     assert "unknown model preset" in capsys.readouterr().err
+
+
+def test_models_bench_rows_compare_auto_with_a_baseline():
+    from spyreopt.models import bench
+
+    rows = bench.run(
+        [("tiny", "decode", 1, 64)], time_limit=10, baselines=("greedy",), baseline_factor=1, progress=False
+    )
+    auto, greedy = rows
+    assert (auto.backend, greedy.backend) == ("auto", "greedy") and auto.valid and greedy.valid
+    assert auto.workload == "tiny_decode_2l_s1_c64" and auto.ops == greedy.ops > 50
+    assert auto.note.startswith(("within 10 s wall", "over 10 s wall")) and "auto/greedy cost" in greedy.note
+    assert auto.cost_us <= greedy.cost_us

@@ -237,3 +237,25 @@ def test_models_bench_rows_compare_auto_with_a_baseline():
     assert auto.workload == "tiny_decode_2l_s1_c64" and auto.ops == greedy.ops > 50
     assert auto.note.startswith(("within 10 s wall", "over 10 s wall")) and "auto/greedy cost" in greedy.note
     assert auto.cost_us <= greedy.cost_us
+
+
+def test_ctrl_c_in_a_layer_decomposition_finishes_with_greedy(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from spyreopt.solvers import registry
+
+    ctrl_c = types.ModuleType("ctrl_c_backend")  # a backend the user interrupts: Ctrl-C during its search
+
+    def solve(f, **kw):
+        raise KeyboardInterrupt
+
+    ctrl_c.solve = solve
+    monkeypatch.setitem(sys.modules, "ctrl_c_backend", ctrl_c)
+    monkeypatch.setitem(registry.BACKENDS, "ctrl_c", "ctrl_c_backend")
+    g = preset("tiny", phase="decode", layers=3)
+    plan = so.solve(g, backend="ctrl_c", decompose="layers", cache=tmp_path)
+    plan.validate()
+    assert plan.status == "interrupted" and plan.stats["decomposition"]["distinct"] == 2
+    assert plan.cost_us == so.solve(g, "greedy", decompose="layers").cost_us
+    assert so.PlanCache(tmp_path).stats().entries == 0  # greedy's stand-in plans are not stored as ctrl_c's

@@ -66,6 +66,7 @@ EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: ann
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
 REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
 MIN_STAGE_SECONDS = 0.2
+MAX_SLOWDOWN = 2.0  # the safety net scales the reserved work by the measured build slowdown, at most this
 CUTS_BACKEND = (
     "anneal"  # re-plans the cut windows (it reached CP-SAT's bound on an 8-layer decode; CP-SAT did not move)
 )
@@ -152,7 +153,7 @@ def solve(
             assert problem.formulation is not None  # built here, so the build is timed as such
             run.timed("build", began)
             built = 0 if isinstance(graph, Problem) else BUILD_SECONDS_PER_OP * len(problem.ops)
-            run.slowdown = max(1.0, run.phases["build"] / built) if built else 1.0
+            run.slowdown = _slowdown(run.phases["build"], built) if built else 1.0
             run.reserve = FINISH_SECONDS_PER_OP * len(problem.ops)
             budget = max(SEARCH_SHARE * (time_limit - built - run.reserve), MIN_STAGE_SECONDS)
             bar.total = STAGES
@@ -181,6 +182,12 @@ def solve(
     }
     plan.message = _summary(plan.stats["auto"], run) + (f"; {plan.message}" if plan.message else "")
     return plan
+
+
+def _slowdown(measured: float, nominal: float) -> float:
+    """How much slower than nominal the builds ran, between 1 and ``MAX_SLOWDOWN`` (a segment's build is
+    heavier per op than the stitch it predicts, so the ratio is damped)."""
+    return min(max(1.0, measured / nominal), MAX_SLOWDOWN)
 
 
 def _report(method: str, run: Run, **extra: Any) -> dict:
@@ -328,7 +335,7 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
             problem = restricted_problem(seg, hw, coef)
             assert problem.formulation is not None  # built here, so the build is timed as such
             run.timed("build", began)
-            run.slowdown = max(1.0, run.phases["build"] / (BUILD_SECONDS_PER_OP * sum(seg_ops[: n + 1])))
+            run.slowdown = _slowdown(run.phases["build"], BUILD_SECONDS_PER_OP * sum(seg_ops[: n + 1]))
         except KeyboardInterrupt:
             run.interrupted = True
             break

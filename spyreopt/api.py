@@ -32,6 +32,7 @@ def solve(
 ) -> Plan:
     """Plan a graph with one backend. The returned plan has passed ``validate``.
 
+    ``backend="auto"`` (the default) chooses the method per problem (``spyreopt.auto``).
     ``solve_seconds`` is measured by the backend and so varies between runs;
     every decision in the plan is identical for the same input and seed.
     ``cache`` (a ``spyreopt.cache.PlanCache`` or a directory) returns the stored
@@ -42,7 +43,9 @@ def solve(
     if backend == "auto" and cache is None and decompose is None:  # chooses the method per problem: spyreopt.auto
         from spyreopt.auto import solve as solve_auto
 
-        return solve_auto(graph, time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients, **options)
+        return solve_auto(
+            graph, time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients, **options
+        )
     if cache is not None or decompose is not None:
         from spyreopt.cache import solve_cached  # imported here: spyreopt.cache builds on this module
 

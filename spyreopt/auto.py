@@ -30,7 +30,9 @@ first valid plan stops the search and returns the best plan so far with status
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +90,7 @@ class Run:
     reserve: float = 0.0  # nominal seconds of work after the current stage (builds to come, the stitch)
     slowdown: float = 1.0  # measured build seconds / nominal ones so far: scales the reserve of the safety net
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds outside the stages, for stats["timing"]
+    sigint: Any = None  # the SIGINT handler to restore after each stage (CP-SAT leaves SIGINT at SIG_DFL)
 
     def timed(self, phase: str, began: float) -> None:
         self.phases[phase] = round(self.phases.get(phase, 0.0) + time.perf_counter() - began, 3)
@@ -143,6 +146,8 @@ def solve(
     layered = segs is not None and len(segs) > 1
     bar = tqdm(total=0, disable=not show, desc="auto", unit="stage", leave=False)
     run = Run(start + time_limit, bar, on_stage=on_stage)
+    if threading.current_thread() is threading.main_thread():
+        run.sigint = signal.getsignal(signal.SIGINT)
     run.timed("split", start)
     try:
         if layered:
@@ -236,7 +241,10 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
     except (SolverError, InfeasibleError) as exc:
         record.update(status="error", error=str(exc))
         sol = None
-    else:
+    finally:  # CP-SAT catches SIGINT during its search and then resets it to the default (kill): restore Ctrl-C
+        if run.sigint is not None:
+            signal.signal(signal.SIGINT, run.sigint)
+    if sol is not None:
         record.update(status=sol.status, objective=int(sol.objective))
         if sol.bound is not None:
             record["bound"] = int(sol.bound)

@@ -259,3 +259,25 @@ def test_ctrl_c_in_a_layer_decomposition_finishes_with_greedy(tmp_path, monkeypa
     assert plan.status == "interrupted" and plan.stats["decomposition"]["distinct"] == 2
     assert plan.cost_us == so.solve(g, "greedy", decompose="layers").cost_us
     assert so.PlanCache(tmp_path).stats().entries == 0  # greedy's stand-in plans are not stored as ctrl_c's
+
+
+def test_ctrl_c_still_works_after_a_cpsat_stage():
+    """CP-SAT resets SIGINT to the default (kill the process) after its search; auto restores Ctrl-C."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time\n"
+        "import spyreopt as so\n"
+        "plan = so.solve(so.workloads.get('mlp'), time_limit=5)\n"
+        "assert plan.stats['auto']['stages'][-1]['backend'] == 'cpsat'\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(5)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(so.__file__))}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "KeyboardInterrupt", done.stderr[-500:]

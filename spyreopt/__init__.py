@@ -33,7 +33,7 @@ _EXPORTS = {
     "solve_many": "spyreopt.batch",
     "PlanCache": "spyreopt.cache.store",
 }
-_SUBMODULES = ("workloads",)
+_SUBMODULES = ("models", "workloads")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 __version__ = "0.1.0"

@@ -20,7 +20,7 @@ from spyreopt.solvers.registry import get_problem_backend
 
 def solve(
     graph: Graph | Problem,
-    backend: str = "greedy",
+    backend: str = "auto",
     *,
     time_limit: float = 10.0,
     seed: int = 0,
@@ -34,6 +34,7 @@ def solve(
 ) -> Plan:
     """Plan a graph with one backend. The returned plan has passed ``validate``.
 
+    ``backend="auto"`` (the default) chooses the method per problem (``spyreopt.auto``).
     ``solve_seconds`` is measured by the backend and so varies between runs;
     every decision in the plan is identical for the same input and seed.
     ``cache`` (a ``spyreopt.cache.PlanCache`` or a directory) returns the stored
@@ -47,11 +48,23 @@ def solve(
     if not restriction.empty:
         if cache is not None or decompose is not None or isinstance(graph, Problem):
             raise SolverError("pin/forbid need a graph solved directly (no cache, decompose or built Problem)")
-        check_backend(restriction, backend, get_problem_backend(backend) is not None)
-        plan = solve_direct(make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid), backend, **common)
+        problem = make_problem(graph, hardware, coefficients, pin=pin, forbid=forbid)
+        if backend == "auto":
+            plan = _solve_auto(problem, time_limit=time_limit, seed=seed, **options)
+        else:
+            check_backend(restriction, backend, get_problem_backend(backend) is not None)
+            plan = solve_direct(problem, backend, **common)
         check_restriction(plan, restriction)
         plan.stats["restriction"] = restriction.to_dict()
         return plan
+    if backend == "auto" and cache is None and decompose is None:  # chooses the method per problem: spyreopt.auto
+        return _solve_auto(graph, **common)
     if cache is not None or decompose is not None:
         return solve_cached(graph, backend, cache=cache, decompose=decompose, **common)
     return solve_direct(graph, backend, **common)
+
+
+def _solve_auto(graph: Graph | Problem, **kwargs: Any) -> Plan:
+    from spyreopt.auto import solve as solve_auto  # imported on use: auto orchestrates backends and decomposition
+
+    return solve_auto(graph, **kwargs)

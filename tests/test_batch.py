@@ -29,7 +29,7 @@ def test_inline_streams_every_result_and_keeps_failures():
     results = list(solve_many(problems, progress=False, callback=seen.append, time_limit=5))
     assert [r.index for r in results] == [0, 1, 2, 3] and seen == results
     for r, g in zip(results[:3], graphs()):
-        assert r.valid and r.error is None and r.cost_us == pytest.approx(so.solve(g).cost_us)
+        assert r.valid and r.error is None and r.cost_us == pytest.approx(so.solve(g, "greedy").cost_us)
         assert r.meta == {"workload": g.name} and r.solve_s > 0
     bad = results[3]
     assert (bad.status, bad.valid, bad.cost_us) == ("error", False, None)
@@ -41,7 +41,7 @@ def test_thread_pool_and_keep_plans():
         results = sorted(solve_many(graphs(), pool, progress=False, keep_plans=True), key=lambda r: r.index)
     for r, g in zip(results, graphs()):
         r.plan.validate()
-        assert r.plan.to_json() == so.solve(g).to_json() and r.attempts == 1
+        assert r.plan.to_json() == so.solve(g, "greedy").to_json() and r.attempts == 1
 
 
 class FlakyExecutor:

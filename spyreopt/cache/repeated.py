@@ -18,8 +18,11 @@ applies to each distinct segment solve.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
+
+from tqdm import tqdm
 
 from spyreopt.cache.key import Canonical, digest, key_payload
 from spyreopt.cache.lookup import solve_through
@@ -91,18 +94,23 @@ def solve_repeated(
         return plan
     opts = {"time_limit": time_limit, "seed": seed, **options}
     memo: dict[str, dict] = {}  # key -> stored plan in canonical names
-    parts, solved, hits = [], 0, 0
-    for seg in segs:
+    parts, solved, hits, interrupted = [], 0, 0, False
+    for seg in tqdm(segs, disable=not sys.stderr.isatty(), desc="decompose", unit="segment", leave=False):
         payload, canon = key_payload(seg.graph, backend, opts, hardware=hw, coefficients=coef, extra=seg.extra())
         key = digest(payload)
         if key not in memo:
             plan = cache.get(key, canon, seg.graph, hw, coef) if cache is not None else None
             if plan is None:
-                plan = solve_direct(
-                    restricted_problem(seg, hw, coef), backend, time_limit=time_limit, seed=seed, **options
-                )
+                try:  # after Ctrl-C, the remaining segments get greedy's plan (valid, fast, never cached)
+                    plan = solve_direct(
+                        restricted_problem(seg, hw, coef), "greedy" if interrupted else backend,
+                        time_limit=time_limit, seed=seed, **({} if interrupted else options),
+                    )  # fmt: skip
+                except KeyboardInterrupt:
+                    interrupted = True
+                    plan = solve_direct(restricted_problem(seg, hw, coef), "greedy", time_limit=time_limit, seed=seed)
                 solved += 1
-                if cache is not None:
+                if cache is not None and not interrupted:
                     cache.put(key, plan, canon)
             else:
                 hits += 1
@@ -110,7 +118,7 @@ def solve_repeated(
         parts.append((memo[key], canon))
     statuses = [data["status"] for data, _ in parts]
     worst = max(STATUS_ORDER.index(s) if s in STATUS_ORDER else len(STATUS_ORDER) for s in statuses)
-    status = "timeout" if worst >= STATUS_ORDER.index("timeout") else "feasible"
+    status = "interrupted" if interrupted else "timeout" if worst >= STATUS_ORDER.index("timeout") else "feasible"
     message = (
         f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, {len(memo)} distinct; "
         f"crossing tensors fixed to device memory stick-on-last, so optimal per segment at best"

@@ -1,19 +1,30 @@
-"""``spyreopt workloads`` and ``spyreopt solve WORKLOAD_OR_GRAPH.json``."""
+"""``spyreopt workloads`` and ``spyreopt solve WORKLOAD | GRAPH.json | model:PRESET``."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from spyreopt import workloads
 from spyreopt.api import solve
+from spyreopt.errors import GraphError
 from spyreopt.model.graph import Graph
 from spyreopt.model.restrict import load_pin
 from spyreopt.solvers.registry import names as backend_names
 
+MODEL_PREFIX = "model:"
 
-def load_graph(target: str) -> Graph:
-    """A built-in workload name, or a path to a graph JSON file."""
+
+def load_graph(target: str, args: argparse.Namespace | None = None) -> Graph:
+    """A built-in workload name, a path to a graph JSON file, or ``model:PRESET`` (shaped by --seq etc.)."""
+    if target.startswith(MODEL_PREFIX):
+        from spyreopt.models import preset
+
+        seq, phase, context, layers = (getattr(args, k, None) for k in ("seq", "phase", "context", "layers"))
+        return preset(target[len(MODEL_PREFIX) :], phase=phase or "prefill", seq=seq, context=context, layers=layers)
+    if args is not None and any(getattr(args, k, None) is not None for k in ("seq", "phase", "context", "layers")):
+        raise GraphError(f"--seq, --phase, --context and --layers shape a model: preset, not {target!r}")
     path = Path(target)
     if path.suffix == ".json" or path.exists():
         return Graph.from_json(path.read_text())
@@ -21,39 +32,64 @@ def load_graph(target: str) -> Graph:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    w = sub.add_parser("workloads", help="list the built-in workloads")
+    w = sub.add_parser("workloads", help="list the built-in workloads and model presets")
     w.set_defaults(func=_workloads)
-    s = sub.add_parser("solve", help="plan a built-in workload or a graph JSON and print the plan")
-    s.add_argument("target", help="workload name (see `spyreopt workloads`) or graph.json")
-    s.add_argument("--backend", default="greedy", help=f"one of {', '.join(backend_names())}")
-    s.add_argument("--time-limit", type=float, default=10.0)
+    s = sub.add_parser("solve", help="plan a built-in workload, a graph JSON or a model preset and print the plan")
+    s.add_argument("target", help="workload name (see `spyreopt workloads`), graph.json, or model:PRESET")
+    s.add_argument(
+        "--backend", default="auto", help=f"auto (default: chooses per problem), {', '.join(backend_names())}"
+    )
+    s.add_argument("--time-limit", type=float, default=10.0, help="seconds from the start, the problem build included")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", help="write the plan JSON here")
     s.add_argument("--cache", metavar="DIR", help="plan cache directory: reuse the plan of an identical problem")
     s.add_argument("--decompose", choices=["layers"], help="solve each distinct repeated layer once")
     s.add_argument("--pin", metavar="FILE.json", help='{op: {"division": {dim: parts}, "residency": "lx"|"hbm"}}')
     s.add_argument("--forbid", default="", help="capabilities, e.g. relayout,staging (see spyreopt.model.restrict)")
+    m = s.add_argument_group("model presets (model:NAME)")
+    m.add_argument("--phase", choices=["prefill", "decode"], help="prefill (default) or one decode step")
+    m.add_argument("--seq", type=int, help="tokens: prefill length (default 2048) or new tokens per decode step (1)")
+    m.add_argument("--context", type=int, help="decode: cached positions attended (default 4096)")
+    m.add_argument("--layers", type=int, help="override the preset's depth")
+    m.add_argument("--table", action="store_true", help="print the per-op table for a model too (long)")
     s.set_defaults(func=_solve)
 
 
 def _workloads(args: argparse.Namespace) -> int:
+    from spyreopt.models import PRESETS
+
     for name in workloads.names():
         g = workloads.get(name)
-        print(f"{name:20s} {len(g.ops):4d} ops   {(workloads.WORKLOADS[name].__doc__ or '').strip().splitlines()[0] if workloads.WORKLOADS[name].__doc__ else ''}")
+        doc = (workloads.WORKLOADS[name].__doc__ or "").strip().splitlines()
+        print(f"{name:20s} {len(g.ops):4d} ops   {doc[0] if doc else ''}")
+    for name, p in PRESETS.items():
+        print(f"model:{name:14s} {p.layers:4d} layers  hidden {p.hidden}, {p.heads}/{p.kv_heads} heads ({p.source})")
     return 0
 
 
 def _solve(args: argparse.Namespace) -> int:
-    graph = load_graph(args.target)
+    start = time.perf_counter()
+    graph = load_graph(args.target, args)
     plan = solve(
         graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache, decompose=args.decompose,
         pin=load_pin(args.pin) if args.pin else None, forbid=args.forbid,
     )  # fmt: skip
-    print(f"{graph.name}: {len(plan.ops)} ops")
+    is_model = args.target.startswith(MODEL_PREFIX)
+    print(f"{graph.name}: {len(graph.ops)} ops")
     cached = plan.stats.get("timing", {}).get("cache")
     if cached:
         print(f"plan cache {args.cache}: {'hit' if cached['hit'] else 'miss'}")
-    print(plan.table())
+    if not is_model or args.table:
+        print(plan.table())
+    else:
+        modes: dict[str, int] = {}
+        for e in plan.edges:
+            modes[e.mode] = modes.get(e.mode, 0) + 1
+        print("edges: " + ", ".join(f"{n} {m}" for m, n in sorted(modes.items())))
+        if plan.message:
+            print(f"note: {plan.message}")
+    wall = time.perf_counter() - start
+    print(f"total {plan.cost_us:,.3f} us predicted   [{plan.backend}, {plan.status}, {wall:.1f} s wall with the build]")
     if args.out:
         Path(args.out).write_text(plan.to_json())
         print(f"plan written to {args.out}")

@@ -15,7 +15,7 @@ from spyreopt.errors import FormatError
 from spyreopt.model.plan_table import plan_table
 
 EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
-STATUSES = ("optimal", "feasible", "timeout", "infeasible", "error")
+STATUSES = ("optimal", "feasible", "timeout", "interrupted", "infeasible", "error")
 
 
 @dataclass

@@ -208,7 +208,7 @@ def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
                     continue
                 delta = view.usage_delta(i, a, s)
                 freed = -sum(d for lo, hi, d in delta if lo <= t < hi)
-                if freed <= 0:
+                if freed <= 0 or not view.fits_after(prof, delta):  # never overfill another step: no cycling
                     continue
                 key = ((costs[s] - costs[a[i]]) / freed, -freed, i, s)
                 if best is None or key < best[0]:

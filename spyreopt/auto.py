@@ -1,0 +1,453 @@
+"""``backend="auto"``: one time budget (the problem build included), the method chosen per problem.
+
+* **layers**: when the schedule splits into segments that repeat (``cache.segments.split``:
+  transformer layers), each distinct segment is planned once as below and the
+  plans are stitched onto the full graph (``cache.repeated.stitch``). The tensor
+  crossing each cut goes through device memory; when the budget allows, the ops
+  around the cuts are then re-planned on the full graph (every other op fixed,
+  annealed from the stitched plan), which may keep a crossing tensor on chip.
+  Feasible, never claimed optimal.
+* **exact**: a problem of at most ``EXACT_OPS`` compute ops goes to CP-SAT from
+  the start plan; CP-SAT proves optimality when it can. If it does not, anneal
+  continues from the best plan so far and the better plan is kept.
+* **anneal+lns**: a larger problem is annealed from the start plan, then
+  CP-SAT's large-neighbourhood search (exact windows over the schedule and
+  around costly terms) continues from anneal's best.
+
+The start plan is the better of greedy and the ``hbm`` baseline (nothing on
+chip, always valid); each later stage is hinted with the best plan so far, so
+a stage never makes the result worse.
+
+Budgets are deterministic: the share of the time limit each stage gets depends
+only on the time limit and the problem's structure (a nominal build cost per op,
+never a measured one), so a run that finishes within its limit gives the same
+plan on every machine. The clock is a safety net: a stage never runs past the
+deadline, and if one had to be cut, ``stats["auto"]["budget_cut"]`` is True
+(the one case where reruns may differ). Ctrl-C (KeyboardInterrupt) after the
+first valid plan stops the search and returns the best plan so far with status
+``"interrupted"``. A progress bar is shown on a terminal (stderr a TTY).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from spyreopt.cache.key import digest, key_payload
+from spyreopt.cache.relabel import to_canonical
+from spyreopt.cache.repeated import restricted_problem, stitch
+from spyreopt.cache.segments import split
+from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.errors import InfeasibleError, PlanError, SolverError
+from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.candidates import resolve
+from spyreopt.model.decode import decode
+from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.model.graph import Graph
+from spyreopt.model.opspace import op_space
+from spyreopt.model.plan import Plan
+from spyreopt.model.problem import Problem
+from spyreopt.solvers import anneal
+from spyreopt.solvers.registry import get_problem_backend, solve_formulation
+
+EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
+BUILD_SECONDS_PER_OP = 0.1  # nominal (never measured) cost of building a problem, per compute op
+FINISH_SECONDS_PER_OP = 0.01  # nominal cost of decoding or stitching the plan of the full graph, per op
+SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
+START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
+STAGES = 3  # progress steps per problem: start plan, first search, second search
+EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
+ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
+REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
+MIN_STAGE_SECONDS = 0.2
+MAX_SLOWDOWN = 2.0  # the safety net scales the reserved work by the measured build slowdown, at most this
+CUTS_BACKEND = (
+    "anneal"  # re-plans the cut windows (it reached CP-SAT's bound on an 8-layer decode; CP-SAT did not move)
+)
+MIN_SEGMENT_SECONDS = 2.0  # the cut windows get a share only if every distinct segment keeps at least this
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Run:
+    """Book-keeping of one auto solve: the deadline, the stages run, progress and interruption."""
+
+    deadline: float
+    bar: Any
+    stages: list[dict] = field(default_factory=list)
+    budget_cut: bool = False
+    interrupted: bool = False
+    on_stage: Progress | None = None
+    reserve: float = 0.0  # nominal seconds of work after the current stage (builds to come, the stitch)
+    slowdown: float = 1.0  # measured build seconds / nominal ones so far: scales the reserve of the safety net
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds outside the stages, for stats["timing"]
+    sigint: Any = None  # the SIGINT handler to restore after each stage (CP-SAT leaves SIGINT at SIG_DFL)
+
+    def timed(self, phase: str, began: float) -> None:
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + time.perf_counter() - began, 3)
+
+    def left(self) -> float:
+        """Seconds until the deadline, less the work still to come (nominal, scaled by the measured slowdown)."""
+        return max(self.deadline - self.reserve * self.slowdown - time.perf_counter(), 0.05)
+
+    def limit(self, planned: float) -> float:
+        """The stage's planned budget, cut to the time left (and said so) when the clock runs short."""
+        left = self.left()
+        if left < planned:
+            self.budget_cut = True
+            return left
+        return planned
+
+    def done(self, label: str) -> None:
+        self.bar.set_postfix_str(label, refresh=False)
+        self.bar.update(1)
+        if self.on_stage is not None:
+            self.on_stage(label)
+
+
+def solve(
+    graph: Graph | Problem,
+    *,
+    time_limit: float = 10.0,
+    seed: int = 0,
+    hardware: HardwareSpec | None = None,
+    coefficients: Coefficients | None = None,
+    progress: bool | None = None,
+    on_stage: Progress | None = None,
+    **options: Any,
+) -> Plan:
+    """Plan ``graph`` within ``time_limit`` seconds from this call; ``plan.stats["auto"]`` says what was done.
+
+    ``progress`` None shows a bar only when stderr is a terminal; ``on_stage`` is
+    called with a label after every stage (and may raise KeyboardInterrupt, as
+    Ctrl-C would).
+    """
+    if options:
+        raise SolverError(f"auto: unknown option(s) {', '.join(sorted(options))}; known: progress, on_stage")
+    if time_limit <= 0:
+        raise SolverError(f"auto: time_limit must be positive, got {time_limit}")
+    start = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    if isinstance(graph, Problem):
+        hw, coef, segs = graph.hw, graph.coef, None
+    else:
+        graph.check()
+        hw, coef = hardware or HardwareSpec(), coefficients or default()
+        segs = split(graph, hw, coef)
+    layered = segs is not None and len(segs) > 1
+    bar = tqdm(total=0, disable=not show, desc="auto", unit="stage", leave=False)
+    run = Run(start + time_limit, bar, on_stage=on_stage)
+    if threading.current_thread() is threading.main_thread():
+        run.sigint = signal.getsignal(signal.SIGINT)
+    run.timed("split", start)
+    try:
+        if layered:
+            plan = _layers(graph, segs, hw, coef, time_limit, seed, run)
+        else:
+            began = time.perf_counter()
+            problem = graph if isinstance(graph, Problem) else Problem(graph, hw, coef)
+            assert problem.formulation is not None  # built here, so the build is timed as such
+            run.timed("build", began)
+            built = 0 if isinstance(graph, Problem) else BUILD_SECONDS_PER_OP * len(problem.ops)
+            run.slowdown = _slowdown(run.phases["build"], built) if built else 1.0
+            run.reserve = FINISH_SECONDS_PER_OP * len(problem.ops)
+            budget = max(SEARCH_SHARE * (time_limit - built - run.reserve), MIN_STAGE_SECONDS)
+            bar.total = STAGES
+            sol, method = _plan_problem(problem, budget, seed, run)
+            if sol is None:  # interrupted before any valid plan
+                raise KeyboardInterrupt
+            sol.stats = {}
+            began = time.perf_counter()
+            plan = decode(problem, sol, backend="auto", seed=seed)
+            try:
+                plan.validate()
+            except PlanError as exc:
+                raise PlanError(f"backend 'auto' returned an invalid plan: {exc}") from exc
+            run.timed("decode", began)
+            plan.stats["auto"] = _report(method, run, problem_ops=len(problem.ops))
+    finally:
+        bar.close()
+    if run.interrupted:
+        plan.status = "interrupted"
+    plan.solve_seconds = round(time.perf_counter() - start, 6)
+    plan.stats.setdefault("timing", {})["auto"] = {
+        "seconds": plan.solve_seconds,
+        "budget_cut": run.budget_cut,
+        "phases": run.phases,
+        "stages": [round(s["seconds"], 3) for s in run.stages],
+    }
+    plan.message = _summary(plan.stats["auto"], run) + (f"; {plan.message}" if plan.message else "")
+    return plan
+
+
+def _slowdown(measured: float, nominal: float) -> float:
+    """How much slower than nominal the builds ran, between 1 and ``MAX_SLOWDOWN`` (a segment's build is
+    heavier per op than the stitch it predicts, so the ratio is damped)."""
+    return min(max(1.0, measured / nominal), MAX_SLOWDOWN)
+
+
+def _report(method: str, run: Run, **extra: Any) -> dict:
+    return {
+        "method": method,
+        "stages": [{k: v for k, v in s.items() if k != "seconds"} for s in run.stages],
+        "interrupted": run.interrupted,
+        **extra,
+    }
+
+
+def _summary(report: dict, run: Run) -> str:
+    chain = " -> ".join(f"{s['backend']}({s['status']})" for s in report["stages"] if "segment" not in s)
+    text = f"auto: {report['method']}"
+    if "segments" in report:
+        text += f" over {report['segments']} segments ({report['distinct']} distinct)"
+    if chain:
+        text += f": {chain}"
+    if run.interrupted:
+        text += "; interrupted (Ctrl-C): best plan so far"
+    if run.budget_cut:
+        text += "; a stage stopped on the clock, not on its deterministic budget (a rerun may differ)"
+    return text
+
+
+def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, hint: Solution | None, **tags: Any):
+    """One backend run on ``problem`` (hinted); recorded in ``run.stages``. None if it raised a typed error."""
+    began = time.perf_counter()
+    record: dict[str, Any] = {"backend": backend, **tags, "planned_s": round(planned, 3)}
+    if hint is not None:
+        record["start"] = int(hint.objective)
+    opts: dict[str, Any] = {"hint": hint} if hint is not None else {}
+    if backend == "anneal":  # budgets in rounds and steps; the time limit is only the safety net
+        opts.update(_anneal_budget(problem.formulation, planned))
+        limit = run.left()
+    elif backend in ("greedy", "hbm"):  # run to completion; the clock only as a safety net
+        limit = run.left()
+    else:  # CP-SAT turns its limit into deterministic time
+        limit = run.limit(planned)
+    try:
+        baseline = get_problem_backend(backend)
+        if baseline is not None:
+            sol = baseline(problem, time_limit=limit, seed=seed)
+        else:
+            sol = solve_formulation(problem.formulation, backend, time_limit=limit, seed=seed, **opts)
+    except (SolverError, InfeasibleError) as exc:
+        record.update(status="error", error=str(exc))
+        sol = None
+    finally:  # CP-SAT catches SIGINT during its search and then resets it to the default (kill): restore Ctrl-C
+        if run.sigint is not None:
+            signal.signal(signal.SIGINT, run.sigint)
+    if sol is not None:
+        record.update(status=sol.status, objective=int(sol.objective))
+        if sol.bound is not None:
+            record["bound"] = int(sol.bound)
+        if (
+            sol.stats.get("budget_done") is False
+            or sol.stats.get("wall_limit_hit")
+            or sol.status == "timeout"
+            and backend == "greedy"
+        ):
+            run.budget_cut = True
+    record["seconds"] = time.perf_counter() - began
+    run.stages.append(record)
+    return sol
+
+
+def _anneal_budget(f: Formulation, planned: float) -> dict[str, int]:
+    """Guide rounds and annealing steps worth ``planned`` seconds at anneal's nominal costs (never measured).
+
+    The unit graph is at most the formulation's nodes and edges, so this errs on fewer rounds."""
+    usable = planned * (1 - anneal.DEFAULTS["reserve"])
+    share = anneal.DEFAULTS["guide_share"]
+    rounds = int(usable * share / (anneal.ROUND_SECONDS_PER_TERM * (len(f.nodes) + len(f.edges) + 1)))
+    mix = np.asarray(anneal.DEFAULTS["mix"], dtype=np.float64)
+    compound = 1 + anneal.DEFAULTS["flood_size"]
+    looks = float(mix @ [1, compound, compound, 3, anneal.DEFAULTS["window_size"]]) / mix.sum()
+    return {"rounds": rounds, "steps": int(usable * (1 - share) / (anneal.LOOK_SECONDS * looks))}
+
+
+def _better(best: Solution | None, sol: Solution | None) -> Solution | None:
+    if sol is None or sol.objective is None:
+        return best
+    if best is None or sol.objective < best.objective or (sol.status == "optimal" and sol.objective <= best.objective):
+        return sol
+    return best
+
+
+def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: Any) -> tuple[Solution | None, str]:
+    """The start plan, then the search stages of the problem's size class, within ``budget`` seconds."""
+    small = len(problem.ops) <= EXACT_OPS
+    method = "exact" if small else "anneal+lns"
+    label = f"segment {tags['segment']}" if "segment" in tags else problem.graph.name
+    best = None
+    try:
+        best = _better(best, _stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, **tags))
+        best = _better(best, _stage(run, problem, "greedy", budget * START_SHARE, seed, None, **tags))
+        if best is None:
+            raise InfeasibleError(f"auto: neither greedy nor the hbm baseline found a plan of {problem.graph.name!r}")
+        run.done(f"{label}: start")
+        search = budget * (1 - START_SHARE)
+        first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
+        share = EXACT_SHARE if small else ANNEAL_SHARE
+        best = _better(best, _stage(run, problem, first, search * share, seed, best, **tags))
+        run.done(f"{label}: {first}")
+        if best.status != "optimal":
+            best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))
+        run.done(f"{label}: {second}")
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return best, method
+
+
+def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit: float, seed: int, run: Run) -> Plan:
+    """Plan each distinct segment once, then stitch; budgets split evenly over the distinct segments."""
+    began, keyed = time.perf_counter(), []
+    for seg in segs:
+        payload, canon = key_payload(
+            seg.graph, "auto", {"seed": seed}, hardware=hw, coefficients=coef, extra=seg.extra()
+        )
+        keyed.append((digest(payload), canon, seg))
+    distinct = {}
+    for key, _, seg in keyed:
+        distinct.setdefault(key, seg)
+    run.timed("keys", began)
+    seg_ops = [sum(o.kind != "view" for o in s.graph.ops.values()) for s in distinct.values()]
+    free = cut_ops(graph, segs)
+    finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
+    refine_cost = BUILD_SECONDS_PER_OP * len(free) + 2 * finish  # the windows' problem, then its decode
+    nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish
+    search = SEARCH_SHARE * (time_limit - nominal - refine_cost)
+    refine = REFINE_SHARE * search if search * (1 - REFINE_SHARE) >= len(distinct) * MIN_SEGMENT_SECONDS else 0.0
+    if refine:
+        finish += refine_cost
+        search *= 1 - REFINE_SHARE
+    else:
+        search = SEARCH_SHARE * (time_limit - nominal)
+    budgets = _segment_budgets(search, seg_ops, [sum(k == key for k, _, _ in keyed) for key in distinct])
+    run.bar.total = STAGES * len(distinct) + (1 if refine else 0)
+    solved: dict[str, dict] = {}
+    methods = []
+    for n, (key, seg) in enumerate(distinct.items()):
+        if run.interrupted:
+            break
+        run.reserve = BUILD_SECONDS_PER_OP * sum(seg_ops[n + 1 :]) + finish
+        try:
+            began = time.perf_counter()
+            problem = restricted_problem(seg, hw, coef)
+            assert problem.formulation is not None  # built here, so the build is timed as such
+            run.timed("build", began)
+            run.slowdown = _slowdown(run.phases["build"], BUILD_SECONDS_PER_OP * sum(seg_ops[: n + 1]))
+        except KeyboardInterrupt:
+            run.interrupted = True
+            break
+        sol, method = _plan_problem(problem, budgets[n], seed, run, segment=n)
+        if sol is None:
+            break
+        sol.stats = {}
+        began = time.perf_counter()
+        solved[key] = to_canonical(decode(problem, sol, backend="auto", seed=seed), _canon(keyed, key))
+        run.timed("decode", began)
+        methods.append(method)
+    if len(solved) < len(distinct):
+        raise KeyboardInterrupt  # interrupted before every distinct segment had a valid plan
+    parts = [(solved[key], canon) for key, canon, _ in keyed]
+    status = "feasible"
+    message = f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, crossing tensors in device memory"
+    began = time.perf_counter()
+    plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    run.timed("stitch", began)
+    refined = None
+    if refine and not run.interrupted:
+        run.reserve = 0.0
+        if run.left() < refine_cost + refine:  # the clock says no: skipped, and said so
+            run.budget_cut = True
+        else:
+            refined = refine_cuts(graph, plan, free, hw, coef, seed, run, refine)
+    plan = refined or plan
+    plan.stats["auto"] = _report(
+        "layers/" + "+".join(sorted(set(methods))) + ("+cuts" if refine else ""), run, segments=len(segs),
+        distinct=len(distinct), segment_budgets_s=[round(b, 3) for b in budgets], cut_ops=len(free) if refine else 0,
+    )  # fmt: skip
+    return plan
+
+
+def _segment_budgets(search: float, ops: list[int], copies: list[int]) -> list[float]:
+    """Each distinct segment's share of ``search`` seconds: a floor, the rest by ops x copies (a gain on a
+    segment that repeats 32 times counts 32 times)."""
+    floor = min(MIN_SEGMENT_SECONDS, max(search, 0.0) / len(ops))
+    weights = [o * c for o, c in zip(ops, copies)]
+    rest = max(search - floor * len(ops), 0.0)
+    return [max(floor + rest * w / sum(weights), MIN_STAGE_SECONDS) for w in weights]
+
+
+def cut_ops(graph: Graph, segs) -> set[str]:
+    """The ops whose decisions the cuts restrict: the producer of each tensor crossing a cut and its consumers."""
+    leaving = {t for seg in segs for t in seg.restrict if t not in graph.outputs}
+    return {
+        o.name
+        for o in graph.ops.values()
+        if o.kind != "view" and (o.output in leaving or any(resolve(graph, x).base in leaving for x in o.inputs))
+    }
+
+
+def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, run: Run, planned: float) -> Plan | None:
+    """Re-plan the ops around the cuts on the full graph, every other op fixed to the stitched plan.
+
+    The stitched plan is the start (so the result is never worse); None if it cannot be expressed (a
+    stitched choice outside a freed op's candidates) or nothing better was found."""
+    began = time.perf_counter()
+    decided = {o.name: o for o in plan.ops}
+    fixed = {
+        name: (tuple(o.division[d] for d in op_space(graph, graph.ops[name]).dims), o.stick, o.residency)
+        for name, o in decided.items()
+        if name not in free
+    }
+    problem = Problem(graph, hw, coef, fixed=fixed)
+    start = []
+    for i, o in enumerate(problem.ops):
+        d, space = decided[o.name], problem.cands[i].space
+        match = [
+            s
+            for s, c in enumerate(problem.candidates[i])
+            if c.residency == d.residency
+            and problem.layout(i, s).stick == d.stick
+            and problem.layout(i, s).division.as_dict(space) == d.division
+        ]
+        if not match:
+            return None
+        start.append(match[0])
+    start = list(problem.normalize(start))
+    address = {t.name: t.address for t in plan.tensors}
+    copies = {(e.consumer, e.operand): e.copy_address for e in plan.edges}
+    offsets = {("node", i): address[o.output] for i, o in enumerate(problem.ops) if address.get(o.output) is not None}
+    for k, e in enumerate(problem.edges):
+        if copies.get((problem.ops[e.consumer].name, e.operand)) is not None:
+            offsets[("edge", k)] = copies[(problem.ops[e.consumer].name, e.operand)]
+    hint = Solution(tuple(start), offsets, "feasible", problem.formulation.evaluate(start))
+    run.timed("cuts_build", began)
+    sol = _stage(run, problem, CUTS_BACKEND, planned, seed, hint, segment="cuts")
+    run.done(f"cuts: {CUTS_BACKEND}")
+    if sol is None or sol.objective >= hint.objective:
+        return None
+    began = time.perf_counter()
+    sol.stats = {}
+    refined = decode(problem, sol, backend="auto", seed=seed)
+    try:
+        refined.validate()
+    except PlanError as exc:
+        raise PlanError(f"auto: the plan with re-planned cuts is invalid: {exc}") from exc
+    run.timed("cuts_decode", began)
+    refined.status = plan.status  # the layers method claims feasibility, whatever the windows' solver said
+    refined.message = plan.message + f"; {len(free)} ops around the cuts re-planned on the full graph"
+    return refined
+
+
+def _canon(keyed, key):
+    return next(c for k, c, _ in keyed if k == key)

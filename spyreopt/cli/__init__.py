@@ -15,8 +15,8 @@ from spyreopt.errors import SpyreoptError
 
 # subcommand -> (module of spyreopt.cli that registers it, its one-line help as that module gives it)
 COMMANDS = {
-    "workloads": ("solve", "list the built-in workloads"),
-    "solve": ("solve", "plan a built-in workload or a graph JSON and print the plan"),
+    "workloads": ("solve", "list the built-in workloads and model presets"),
+    "solve": ("solve", "plan a built-in workload, a graph JSON or a model preset and print the plan"),
     "show": ("show", "print a plan and draw its scratchpad and cost pictures"),
     "simulate": ("simulate", "simulate a plan JSON and print total and per-op simulated microseconds"),
     "place": ("place", "assign scratchpad offsets to buffers (MiniMalloc CSV)"),

@@ -23,7 +23,7 @@ from torch._inductor import ir
 
 from spyreopt.errors import GraphError
 from spyreopt.integrations.inductor import access as acc
-from spyreopt.integrations.inductor import attention
+from spyreopt.integrations.inductor import attention, extern
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.groups import Grouping, Read, group_loop
 from spyreopt.integrations.inductor.operands import Builder, MatmulInfo, TInfo, out_dims
@@ -70,7 +70,8 @@ class Translator(Builder):
         self.lw = lowering
         self.t: dict[str, TInfo] = {}
         self.opaque: dict[str, str] = {}
-        self.multi: dict[tuple[str, int], tuple[str, str]] = {}  # (kernel buffer, output index) -> (tensor, dtype)
+        # (kernel buffer, output index) -> (tensor, dtype, head split of a grouped-query attention output)
+        self.multi: dict[tuple[str, int], tuple[str, str, tuple[int, int] | None]] = {}
         self.nodes: Counter = Counter()
 
     # ---- driver --------------------------------------------------------------
@@ -102,9 +103,14 @@ class Translator(Builder):
             attention.FORWARD,
             attention.BACKWARD,
         ):
-            args = [self._as4d(x) for x in node.inputs]
-            for i, out in attention.translate_sdpa(self, node, args).items():
+            for i, out in attention.translate_sdpa(self, node).items():
                 self.multi[(node.get_name(), i)] = out
+        elif isinstance(node, ir.ExternKernel) and kernel == extern.CONVOLUTION:
+            extern.convolution(self, node)
+        elif isinstance(node, ir.ConcatKernel):
+            extern.concat(self, node)
+        elif isinstance(node, ir.FallbackKernel) and str(getattr(node, "op_overload", "")) in extern.SCANS:
+            self.multi[(node.get_name(), 0)] = extern.scan(self, node)
         elif isinstance(node, ir.MultiOutput):
             self._multi_output(node)
         else:
@@ -150,6 +156,15 @@ class Translator(Builder):
             return self._leaf(name)
         raise Unsupported(f"reads buffer {name!r}, which was not translated")
 
+    def leaf_buffer(self, name: str, layout: ir.Layout, why: str) -> TInfo:
+        """A buffer that lives in device memory as one leaf (a concatenation's, a gather's rows)."""
+        size, stride = acc.ints(layout.size, "size"), acc.ints(layout.stride, "stride")
+        dtype = acc.stand_in_dtype(layout.dtype)
+        self.g.input(name, size or (1,), dtype)
+        self.notes.append(f"{self.current}: {why}")
+        self.t[self.current] = TInfo(name, out_dims(size, stride), True, self.current, dtype)
+        return self.t[self.current]
+
     def _leaf(self, name: str) -> TInfo:
         if name in self.lw.constants:
             tensor = self.lw.constants[name]
@@ -160,7 +175,7 @@ class Translator(Builder):
             make = self.g.input
         sdtype = acc.stand_in_dtype(dtype)
         if acc.planned_dtype(dtype) is None:
-            self.notes.append(f"input {name}: dtype {dtype} is not planned; it stands in as {sdtype}")
+            self.notes.append(f"input {name}: dtype {dtype} is planned as {sdtype} (same size)")
         make(name, size or (1,), sdtype)
         self.t[name] = TInfo(name, out_dims(size, stride), True, name, sdtype)
         return self.t[name]
@@ -186,11 +201,15 @@ class Translator(Builder):
     # ---- computed buffers ------------------------------------------------------
     def _computed(self, buf: ir.ComputedBuffer) -> None:
         layout = buf.layout
-        if not isinstance(layout, (ir.FixedLayout, ir.FlexibleLayout)):
-            raise Unsupported(f"writes through a {type(layout).__name__} (in place or into another buffer)")
+        piece = isinstance(layout, ir.NonOwningLayout)  # a slice of another buffer (a concatenation's piece)
+        if not (piece or isinstance(layout, (ir.FixedLayout, ir.FlexibleLayout))):
+            raise Unsupported(f"writes through a {type(layout).__name__} (in place into another buffer)")
         dtype = acc.planned_dtype(layout.dtype)
         if dtype is None:
-            raise Unsupported(f"output dtype {layout.dtype} is not planned")
+            if layout.dtype.itemsize not in acc.STAND_IN:
+                raise Unsupported(f"output dtype {layout.dtype} is not planned")
+            dtype = acc.stand_in_dtype(layout.dtype)
+            self.notes.append(f"{self.current}: dtype {layout.dtype} is planned as {dtype} (same size)")
         data = buf.data
         if type(data) is ir.Pointwise:
             self._pointwise(buf, data, dtype)
@@ -198,10 +217,13 @@ class Translator(Builder):
             self._reduction(buf, data, dtype)
         else:
             raise Unsupported(f"{type(data).__name__} loops are not modelled")
+        if piece:
+            target = layout.view.get_name() if hasattr(layout.view, "get_name") else "another buffer"
+            self.forced.add(self.t[self.current].name)
+            self.notes.append(f"{self.current}: written into {target} in device memory")
 
-    def _loads(self, body: acc.Body, syms) -> list[tuple[TInfo, Read]]:
-        if body.indirect:
-            raise Unsupported("indirect (gathered) loads")
+    def _loads(self, body: acc.Body, syms, ranges: tuple[int, ...]) -> list[tuple[TInfo, Read]]:
+        """Each distinct load as (tensor, read); a gathered load reads the gathered rows as a leaf."""
         if body.masked:
             raise Unsupported("masked loads (padding, concatenation or a slice of a slice)")
         out, seen = [], set()
@@ -209,16 +231,39 @@ class Translator(Builder):
             if (name, str(index)) not in seen:
                 seen.add((name, str(index)))
                 info = self.info(name)
-                out.append((info, acc.read_of(index, syms, info.read((0,) * len(syms)))))
-        if not out:
-            raise Unsupported("no tensor operands (a fill or an index computation)")
+                order = acc.gathered(index, syms, body.indirect)
+                if order is None:
+                    out.append((info, acc.read_of(index, syms, info.read((0,) * len(syms)))))
+                else:
+                    out.append(self._gather(info, order, ranges))
         return out
+
+    def _gather(self, info: TInfo, order: list[int], ranges: tuple[int, ...]) -> tuple[TInfo, Read]:
+        """A gathered load: a device-memory read of exactly the rows gathered, as a dense leaf over
+        the loop variables it follows (indexed rows outermost)."""
+        shape = tuple(ranges[v] for v in order) or (1,)
+        strides, step = [], 1
+        for z in reversed(shape):
+            strides.append(step)
+            step *= z
+        strides.reverse()
+        coeffs = [0] * len(ranges)
+        for v, st in zip(order, strides):
+            coeffs[v] = st if ranges[v] > 1 else 0
+        name = self.fresh(f"{info.buffer}.rows@{self.current}.")  # each fused kernel gathers on its own
+        make = self.g.weight if self.g.tensors[info.name].role == "weight" else self.g.input
+        make(name, shape, info.dtype)
+        if not info.leaf:
+            self.forced.add(info.name)
+        self.notes.append(f"{self.current}: gathers {shape} from {info.buffer} (a device-memory read)")
+        rows = TInfo(name, out_dims(shape, strides), True, name, info.dtype)
+        return rows, rows.read(tuple(coeffs))
 
     def _pointwise(self, buf: ir.ComputedBuffer, data: ir.Pointwise, dtype: str) -> None:
         ranges = acc.ints(data.ranges, "range")
         syms = acc.symbols("i", len(ranges))
         body = acc.record(data.inner_fn, syms)
-        loads = self._loads(body, syms)
+        loads = self._loads(body, syms, ranges)
         out_coeffs = acc.ints(buf.get_layout().stride, "stride")
         if not ranges:  # a scalar: one unit dim, since spyreopt tensors have rank >= 1
             ranges, out_coeffs = (1,), (0,)
@@ -244,9 +289,9 @@ class Translator(Builder):
             shape = self.g.tensors[x].shape
             for p, z in enumerate(shape[::-1]):
                 have[len(want) - 1 - p] = max(have[len(want) - 1 - p], z)
-        if tuple(have) == want:
+        if tuple(have) == want and xs:
             return xs
-        iota = tuple(w if h != w else 1 for w, h in zip(want, have))
+        iota = tuple(w if h != w else 1 for w, h in zip(want, have)) if xs else want
         name = f"{self.current}.iota"
         self.g.input(name, iota, "fp32")
         self.notes.append(f"{self.current}: no operand spans dims {iota}; an index operand {name} stands in for them")
@@ -258,7 +303,7 @@ class Translator(Builder):
         xs, rs = acc.symbols("i", len(ranges)), acc.symbols("r", len(rranges))
         body = acc.record(data.inner_fn, xs, rs)
         fn, prologue = _reduce_kind(data)
-        loads = self._loads(body, xs + rs)
+        loads = self._loads(body, xs + rs, ranges + rranges)
         order = _reduction_order(ranges, rranges, next((rd for _, rd in loads if rd.affine), None))
         full = ranges + rranges
         kinds = tuple("r" if v >= len(xs) else "x" for v in order)
@@ -344,27 +389,45 @@ class Translator(Builder):
         self._register(out, gp, bm + gn, out_coeffs, set(), dtype)
 
     # ---- multi-output kernels ----------------------------------------------------------
-    def _as4d(self, node: ir.IRNode) -> str:
-        """An attention argument as a (batch, heads, seq, dim) tensor (a logsumexp gets a unit dim)."""
+    def attn_arg(self, node: ir.IRNode, split: tuple[int, int] | None = None) -> str:
+        """An attention argument as a (batch, heads, seq, dim) tensor (a logsumexp gets a unit dim).
+
+        ``split`` = (group, kv heads) for grouped-query attention: an argument with all the query
+        heads becomes (group, batch, kv heads, seq, dim), so that keys and values with the kv heads
+        broadcast over the group (query head h uses kv head h // group).
+        """
         v = acc.view_of(node)
         pad = 4 - len(v.size)
         if pad < 0:
             raise Unsupported(f"attention argument {v.buffer} of rank {len(v.size)}")
         size, stride = v.size + (1,) * pad, v.stride + (0,) * pad
-        info = self.info(v.buffer)
-        rd = info.read(tuple(s if z > 1 else 0 for z, s in zip(size, stride)), v.offset)
-        kinds = ("0", "1", "2", "3")  # one group per dim: never merged, never cut
-        gp = group_loop(size, kinds, [rd], (0,) * 4, atomic=frozenset(kinds), reduced=frozenset(kinds))
-        return self.operand(info, rd, gp, 0, [0, 1, 2, 3])
+        if split is not None and size[1] == split[0] * split[1] and split[0] > 1:
+            g, h = split
+            size = (g, size[0], h, size[2], size[3])
+            stride = (stride[1], stride[0], g * stride[1], stride[2], stride[3])
+        return self.whole(v.buffer, size, stride, v.offset)
+
+    def whole(self, buffer: str, size: tuple[int, ...], stride: tuple[int, ...], offset: int = 0) -> str:
+        """A kernel argument as a tensor with one dim per size (a view, a copy or a device-memory read)."""
+        info = self.info(buffer)
+        rd = info.read(tuple(s if z > 1 else 0 for z, s in zip(size, stride)), offset)
+        kinds = tuple(str(i) for i in range(len(size)))  # one group per dim: never merged, never cut
+        gp = group_loop(size, kinds, [rd], (0,) * len(size), atomic=frozenset(kinds), reduced=frozenset(kinds))
+        return self.operand(info, rd, gp, 0, list(range(len(size))))
 
     def _multi_output(self, node: ir.MultiOutput) -> None:
         parent = node.inputs[0].get_name()
         index = node.indices[-1][1] if node.indices else 0
         if (parent, index) not in self.multi:
             raise Unsupported(f"output {index} of {parent}, which is not modelled")
-        tensor, dtype = self.multi[(parent, index)]
+        tensor, dtype, split = self.multi[(parent, index)]
         v = acc.view_of(node)
         shape = self.g.tensors[tensor].shape
+        if split is not None:  # (group, batch, kv heads, seq, dim) over a (batch, heads, seq[, dim]) buffer
+            st = v.stride + (0,) * (4 - len(v.stride))
+            strides = [st[1], st[0], split[0] * st[1], st[2], st[3]]
+            self.t[self.current] = TInfo(tensor, out_dims(shape, strides), False, self.current, dtype)
+            return
         big = [(z, s) for z, s in zip(v.size, v.stride) if z > 1]  # the modelled tensor may add or drop unit dims
         if [z for z in shape if z > 1] != [z for z, _ in big]:
             raise Unsupported(f"output {index} of {parent} is {v.size}, modelled as {shape}")

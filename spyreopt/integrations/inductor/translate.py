@@ -4,8 +4,13 @@
 * ``ComputedBuffer`` of a ``Pointwise`` -> one ``pointwise`` op (Inductor has already fused the
   elementwise chain into it); of a ``Reduction`` -> ``reduce`` (after a pointwise prologue when
   the body computes more than a load);
-* scaled-dot-product attention fallbacks -> their matmuls, softmax and pointwise ops (``attention``);
+* scaled-dot-product attention fallbacks -> their matmuls, softmax and pointwise ops, with an
+  explicit mask as one more operand and grouped-query attention broadcast over the group (``attention``);
+* a convolution -> a matmul over patches; a concatenation -> its pieces written to device memory and
+  read back as one buffer; a cumulative sum -> a reduce and an add (``extern``);
+* a gathered load (an embedding lookup) -> a device-memory read of exactly the gathered rows;
 * graph inputs -> ``input`` leaves, constants -> ``weight`` leaves; reads -> operands (``operands``);
+  integer and boolean buffers are planned at their own element size (int64, fp8 for 1 byte);
 * everything else -> an *opaque* op: a pointwise ``copy`` of the right shape and dtype reading a
   stand-in leaf, its inputs forced to device memory; each one is listed with its reason.
 
@@ -73,6 +78,7 @@ class Translator(Builder):
         # (kernel buffer, output index) -> (tensor, dtype, head split of a grouped-query attention output)
         self.multi: dict[tuple[str, int], tuple[str, str, tuple[int, int] | None]] = {}
         self.nodes: Counter = Counter()
+        self.rows: set[str] = set()  # leaves holding gathered rows
 
     # ---- driver --------------------------------------------------------------
     def run(self) -> Translation:
@@ -82,6 +88,7 @@ class Translator(Builder):
             mark = self._snapshot()
             try:
                 self._translate(node)
+                self._into_other(node)
             except (Unsupported, GraphError) as exc:  # the node does not fit the model: it stays opaque
                 self._rollback(mark)
                 self._opaque(node, str(exc))
@@ -91,6 +98,9 @@ class Translator(Builder):
                 self.forced.add(self.t[name].name)
         for x in sorted(self.forced):
             self._mark_output(x)
+        read = {x for o in self.g.ops.values() for x in o.inputs}
+        for name in (self.rows & self.g.tensors.keys()) - read:  # every reader took a regrouped alias
+            del self.g.tensors[name]
         return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes)
 
     def _translate(self, node: ir.Operation) -> None:
@@ -116,6 +126,15 @@ class Translator(Builder):
         else:
             what = kernel or getattr(node, "op_overload", None)
             raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + " is not modelled")
+
+    def _into_other(self, node: ir.Operation) -> None:
+        """A node writing a slice of another buffer (a concatenation's piece) writes to device
+        memory, where that buffer is read from (``extern.concat``)."""
+        layout = getattr(node, "layout", None)
+        if isinstance(layout, ir.NonOwningLayout) and self.current in self.t:
+            target = layout.view.get_name() if hasattr(layout.view, "get_name") else "another buffer"
+            self.forced.add(self.t[self.current].name)
+            self.notes.append(f"{self.current}: written into {target} in device memory")
 
     def _snapshot(self) -> tuple:
         return (
@@ -201,8 +220,7 @@ class Translator(Builder):
     # ---- computed buffers ------------------------------------------------------
     def _computed(self, buf: ir.ComputedBuffer) -> None:
         layout = buf.layout
-        piece = isinstance(layout, ir.NonOwningLayout)  # a slice of another buffer (a concatenation's piece)
-        if not (piece or isinstance(layout, (ir.FixedLayout, ir.FlexibleLayout))):
+        if not isinstance(layout, (ir.FixedLayout, ir.FlexibleLayout, ir.NonOwningLayout)):
             raise Unsupported(f"writes through a {type(layout).__name__} (in place into another buffer)")
         dtype = acc.planned_dtype(layout.dtype)
         if dtype is None:
@@ -217,10 +235,6 @@ class Translator(Builder):
             self._reduction(buf, data, dtype)
         else:
             raise Unsupported(f"{type(data).__name__} loops are not modelled")
-        if piece:
-            target = layout.view.get_name() if hasattr(layout.view, "get_name") else "another buffer"
-            self.forced.add(self.t[self.current].name)
-            self.notes.append(f"{self.current}: written into {target} in device memory")
 
     def _loads(self, body: acc.Body, syms, ranges: tuple[int, ...]) -> list[tuple[TInfo, Read]]:
         """Each distinct load as (tensor, read); a gathered load reads the gathered rows as a leaf."""
@@ -253,6 +267,7 @@ class Translator(Builder):
         name = self.fresh(f"{info.buffer}.rows@{self.current}.")  # each fused kernel gathers on its own
         make = self.g.weight if self.g.tensors[info.name].role == "weight" else self.g.input
         make(name, shape, info.dtype)
+        self.rows.add(name)
         if not info.leaf:
             self.forced.add(info.name)
         self.notes.append(f"{self.current}: gathers {shape} from {info.buffer} (a device-memory read)")

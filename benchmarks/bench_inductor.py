@@ -104,7 +104,13 @@ def row(model: str, r: si.CapturedGraph) -> dict:
     out["predicted_us"] = round(r.plan.cost_us, 2) if r.plan else None
     out["simulated_us"] = None
     out["error"] = r.error
+    out["valid"] = None
     if r.plan is not None:
+        try:
+            r.plan.validate()
+            out["valid"] = True
+        except so.PlanError as exc:
+            out["valid"], out["error"] = False, f"validate: {exc}"
         try:
             out["simulated_us"] = round(so.simulate(r.plan).time_us, 2)
         except Exception as exc:  # noqa: BLE001 - the simulator's verdict is reported, whatever it is
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += [row(label, r) | {"compile_s": round(seconds, 1)} for r in records]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cols = ["model", "graph", "nodes", *KINDS, "opaque", "opaque_pct", "added", "capture_s", "solve_s", "hook_s"]
-    cols += ["compile_s", "status", "predicted_us", "simulated_us"]
+    cols += ["compile_s", "status", "predicted_us", "simulated_us", "valid"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

@@ -58,3 +58,36 @@ def test_formulation_indexes_match_a_scan():
         for t in range(b.lower, b.upper):
             steps[t] += b.size
     assert f.usage_profile(a) == steps and max(steps) > 0
+
+
+def test_overlap_sweep_names_the_first_clashing_pair_of_a_full_scan():
+    from spyreopt.errors import PlanError
+    from spyreopt.model.plan_check import _check_overlaps
+
+    rng = np.random.default_rng(3)
+    clashes = 0
+    for _ in range(200):
+        bufs = []
+        for n in range(12):
+            lo = int(rng.integers(0, 10))
+            bufs.append(
+                (
+                    f"b{n}",
+                    int(rng.integers(0, 8)) * 128,
+                    128 * int(rng.integers(1, 3)),
+                    (lo, lo + int(rng.integers(1, 4))),
+                )
+            )
+        first = next(
+            ((x, y) for x in range(len(bufs)) for y in range(x + 1, len(bufs))
+             if bufs[x][3][0] < bufs[y][3][1] and bufs[y][3][0] < bufs[x][3][1]
+             and bufs[x][1] < bufs[y][1] + bufs[y][2] and bufs[y][1] < bufs[x][1] + bufs[x][2]),
+            None,
+        )  # fmt: skip
+        if first is None:
+            _check_overlaps(bufs)
+            continue
+        clashes += 1
+        with pytest.raises(PlanError, match=rf"^{bufs[first[0]][0]} at .* and {bufs[first[1]][0]} at "):
+            _check_overlaps(bufs)
+    assert clashes > 50

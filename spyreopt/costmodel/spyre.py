@@ -29,7 +29,6 @@ resolves it with two twin candidates charging ``a*f*r`` (branch "r") or
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,26 +52,19 @@ INPLACE, RELAYOUT, RESTICKIFY, HBM, SPILL = range(5)
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 BRANCHES = ("-", "r", "w")
 
-Rounding = Callable[[np.ndarray], np.ndarray] | None
-
 
 def to_ps(ns) -> np.ndarray:
     """Nanoseconds to whole picoseconds, half to even (exactly ``int(round(ns * 1000))`` per element)."""
     return np.round(np.asarray(ns, dtype=np.float64) * PS_PER_NS).astype(np.int64)
 
 
-def balance_ns(c: Coefficients, fraction, nbytes) -> np.ndarray:
-    """The read/write turnaround charged on ``nbytes`` (one side of ``min(r, w)``) over ``fraction`` of the op."""
-    return c.hbm_mixed_ns_per_byte * np.asarray(fraction) * np.asarray(nbytes)
-
-
-def op_time(c: Coefficients, compute, mem, fraction, rounding: Rounding = to_ps) -> np.ndarray:
-    """``compute + mem - gamma*f*min(compute, mem)``; with rounding, as the max of two affine forms in
-    integers (``round(g1*compute) + mem`` and ``compute + round(g1*mem)``, g1 = 1 - gamma*f), the exact
-    epigraph the Formulation's max terms hold."""
-    g1 = 1.0 - c.overlap_gamma * np.asarray(fraction, dtype=np.float64)
-    if rounding is None:
+def op_time(c: Coefficients, compute, mem, fraction, *, integer: bool = True) -> np.ndarray:
+    """``compute + mem - gamma*f*min(compute, mem)``; in integers (ps), as the max of two affine forms
+    (``round(g1*compute) + mem`` and ``compute + round(g1*mem)``, g1 = 1 - gamma*f), the exact epigraph
+    the Formulation's max terms hold."""
+    if not integer:
         return overlap(c, compute, mem, fraction)
+    g1 = 1.0 - c.overlap_gamma * np.asarray(fraction, dtype=np.float64)
     return np.maximum(scaled(g1, compute) + mem, compute + scaled(g1, mem))
 
 
@@ -125,10 +117,10 @@ def own_parts(c: Coefficients, q: OwnQuantities) -> OwnParts:
     mem = to_ps(transfer_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams))
     mem = mem + np.where(q.split, 0, write_t)
     frac = overlap_fraction(c, q.stream_bytes)
-    side = np.select(
-        [q.branch == 1, q.branch == 2], [q.leaf_bytes, overlapped_write], np.minimum(q.leaf_bytes, overlapped_write)
-    )
-    mem = mem + to_ps(balance_ns(c, frac, side))
+    # the turnaround on min(reads, write); the "r" twin charges it on the reads, the "w" twin on the write
+    r_side = np.where(q.branch == 2, overlapped_write, q.leaf_bytes)
+    w_side = np.where(q.branch == 1, q.leaf_bytes, overlapped_write)
+    mem = mem + to_ps(mixed_ns(c, r_side, w_side, frac))
     restick = to_ps(restick_ns(c, q.leaf_restick_bytes, q.leaf_restick_requests))
     restick = np.where(q.leaf_restick, restick, 0).sum(axis=-1)
     shape = np.shape(q.compute_ns)
@@ -228,5 +220,5 @@ def op_ns(c: Coefficients, v: dict[str, np.ndarray], relayout: dict[str, np.ndar
     moves = np.zeros(len(compute))
     np.add.at(moves, relayout_op, edge)
     psum = psum_ns(c, v["psum_bytes"], v["ksplit"])
-    total = c.op_overhead_ns + psum + split_write + restick + moves + op_time(c, compute, mem, frac, rounding=None)
+    total = c.op_overhead_ns + psum + split_write + restick + moves + op_time(c, compute, mem, frac, integer=False)
     return {"op": total, "relayout": moves, "restickify": restick}

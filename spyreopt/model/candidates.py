@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from copy import copy
 from dataclasses import dataclass
+from functools import lru_cache
 from math import ceil, prod
 
 import numpy as np
@@ -321,10 +322,15 @@ def dma_requests(
 ) -> int:
     """DMA requests to move ``part`` of a stick-tiled tensor: each contiguous run, in bursts of at most
     ``hw.dma_burst_sticks`` sticks (``whole``: the block the part lies in, default the tensor)."""
+    return _requests(part, shape, stick, elem_bytes, hw.stick_bytes, hw.dma_burst_sticks, whole)
+
+
+@lru_cache(maxsize=1 << 16)
+def _requests(part: Box, shape, stick: int, elem_bytes: int, stick_bytes: int, burst: int, whole: Box | None) -> int:
     whole = whole or tuple((0, d) for d in shape)
-    runs = contiguous_runs(part, whole, stick, elem_bytes, hw.stick_bytes)
-    sticks = box_padded_bytes(part, stick, elem_bytes, hw.stick_bytes) // hw.stick_bytes
-    return runs * ceil(sticks / runs / hw.dma_burst_sticks)
+    runs = contiguous_runs(part, whole, stick, elem_bytes, stick_bytes)
+    sticks = box_padded_bytes(part, stick, elem_bytes, stick_bytes) // stick_bytes
+    return runs * ceil(sticks / runs / burst)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ def box_extents(box: Box) -> tuple[int, ...]:
     return tuple(hi - lo for lo, hi in box)
 
 
+@lru_cache(maxsize=1 << 16)
 def box_padded_bytes(box: Box, stick_dim: int, elem_bytes: int, stick_bytes: int) -> int:
     return padded_bytes(box_extents(box), stick_dim, elem_bytes, stick_bytes)
 

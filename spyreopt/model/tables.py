@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spyreopt.costmodel import spyre
-from spyreopt.costmodel.analytic import COST_UNIT_US
+from spyreopt.costmodel.analytic import COST_UNIT_US, mixed_ns
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.model.geometry import LayoutQuantities
@@ -102,8 +102,8 @@ def edge_table(
     rows = np.array([k[0] for k in ukeys], dtype=np.int64)
     res = np.array([spyre.RESIDENCIES.index(k[1]) for k in ukeys], dtype=np.int64)
     parts = spyre.edge_parts(c, q, rows, res, 0 if v_reads_leaf else 1)
-    # same operation order as the scalar balance term: (a * f) * bytes, then to ps
-    mix = spyre.to_ps(spyre.balance_ns(c, v_fraction_by_layout[None, :], parts.read_bytes.astype(np.float64)))
+    read = parts.read_bytes.astype(np.float64)  # the consumer's "r" twin charges the turnaround on this read
+    mix = spyre.to_ps(mixed_ns(c, read, read, v_fraction_by_layout[None, :]))
     r_twin = np.array([x.branch == "r" for x in v_cands], dtype=bool)
     grid = np.ix_(pu, pv)
     ok = parts.mode[grid] != spyre.FORBIDDEN

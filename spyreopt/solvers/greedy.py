@@ -191,16 +191,17 @@ def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
     limit = view.limit
     if limit is None:
         return
+    node_span = np.array([n.interval for n in f.nodes], dtype=np.int64).reshape(-1, 2)
+    held = [k for k, e in enumerate(f.edges) if e.usages is not None]  # edges that may hold a copy
+    edge_span = np.array([f.edges[k].interval for k in held], dtype=np.int64).reshape(-1, 2)
+    ends = np.array([(f.edges[k].u, f.edges[k].v) for k in held], dtype=np.int64).reshape(-1, 2)
     while prof.max(initial=0) > limit:
         t = int(np.argmax(prof))
         best = None
-        for i, n in enumerate(f.nodes):
-            touches = n.interval[0] <= t < n.interval[1] or any(
-                f.edges[k].interval[0] <= t < f.edges[k].interval[1] and f.edges[k].usages is not None
-                for k in view.incident[i]
-            )
-            if not touches:
-                continue
+        touching = (node_span[:, 0] <= t) & (t < node_span[:, 1])  # live at t, or an incident copy is
+        touching[ends[(edge_span[:, 0] <= t) & (t < edge_span[:, 1])].ravel()] = True
+        for i in np.flatnonzero(touching).tolist():
+            n = f.nodes[i]
             costs = view.candidate_costs(i, a)
             for s in range(n.num_candidates):
                 if s == a[i] or not np.isfinite(costs[s]):

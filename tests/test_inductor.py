@@ -350,3 +350,14 @@ def test_cumsum_is_a_reduce_and_an_add():
     (r,) = run(lambda x: torch.cumsum(x, dim=-1) * 2, torch.randn(8, 32))
     check(r)
     assert r.counts["opaque"] == 0 and r.counts["reduce"] == 1
+
+
+def test_in_place_cache_update_writes_into_the_input_in_device_memory():
+    def f(cache, x):
+        cache[:, 3] = x.sigmoid()  # a key/value cache write at one position
+        return cache * 2
+
+    (r,) = run(f, torch.zeros(4, 8, 16), torch.randn(4, 16))
+    check(r)
+    assert r.counts["opaque"] == 0
+    assert any(n.endswith("in device memory") and "written into arg" in n for n in r.notes)  # the cache input

@@ -128,11 +128,12 @@ class Translator(Builder):
             raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + " is not modelled")
 
     def _into_other(self, node: ir.Operation) -> None:
-        """A node writing a slice of another buffer (a concatenation's piece) writes to device
-        memory, where that buffer is read from (``extern.concat``)."""
+        """A node writing into another buffer (a concatenation's piece, an in-place update such as
+        a cache write) writes to device memory, where that buffer is read from."""
         layout = getattr(node, "layout", None)
-        if isinstance(layout, ir.NonOwningLayout) and self.current in self.t:
-            target = layout.view.get_name() if hasattr(layout.view, "get_name") else "another buffer"
+        if isinstance(layout, (ir.NonOwningLayout, ir.MutationLayoutSHOULDREMOVE)) and self.current in self.t:
+            into = layout.view if isinstance(layout, ir.NonOwningLayout) else layout.get_buffer()
+            target = into.get_name() if hasattr(into, "get_name") else "another buffer"
             self.forced.add(self.t[self.current].name)
             self.notes.append(f"{self.current}: written into {target} in device memory")
 
@@ -220,8 +221,10 @@ class Translator(Builder):
     # ---- computed buffers ------------------------------------------------------
     def _computed(self, buf: ir.ComputedBuffer) -> None:
         layout = buf.layout
-        if not isinstance(layout, (ir.FixedLayout, ir.FlexibleLayout, ir.NonOwningLayout)):
-            raise Unsupported(f"writes through a {type(layout).__name__} (in place into another buffer)")
+        if not isinstance(
+            layout, (ir.FixedLayout, ir.FlexibleLayout, ir.NonOwningLayout, ir.MutationLayoutSHOULDREMOVE)
+        ):
+            raise Unsupported(f"writes through a {type(layout).__name__}")
         dtype = acc.planned_dtype(layout.dtype)
         if dtype is None:
             if layout.dtype.itemsize not in acc.STAND_IN:
@@ -229,7 +232,7 @@ class Translator(Builder):
             dtype = acc.stand_in_dtype(layout.dtype)
             self.notes.append(f"{self.current}: dtype {layout.dtype} is planned as {dtype} (same size)")
         data = buf.data
-        if type(data) is ir.Pointwise:
+        if type(data) in (ir.Pointwise, ir.Scatter):  # a scatter: the source's loop, stored at computed rows
             self._pointwise(buf, data, dtype)
         elif type(data) in (ir.Reduction, ir.WelfordReduction, ir.OnlineSoftmaxReduction):
             self._reduction(buf, data, dtype)

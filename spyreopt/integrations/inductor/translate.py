@@ -195,7 +195,8 @@ class Translator(Builder):
             make = self.g.input
         sdtype = acc.stand_in_dtype(dtype)
         if acc.planned_dtype(dtype) is None:
-            self.notes.append(f"input {name}: dtype {dtype} is planned as {sdtype} (same size)")
+            fit = "same size" if dtype.itemsize in acc.STAND_IN else f"not {dtype.itemsize} bytes"
+            self.notes.append(f"input {name}: dtype {dtype} is planned as {sdtype} ({fit})")
         make(name, size or (1,), sdtype)
         self.t[name] = TInfo(name, out_dims(size, stride), True, name, sdtype)
         return self.t[name]

@@ -16,6 +16,7 @@ runs afterwards and is not counted); "compile_s" the whole compile-and-run wall 
     /work/main/.venv/bin/python benchmarks/bench_inductor.py --backend greedy --time-limit 10 --size small
     /work/main/.venv/bin/python benchmarks/bench_inductor.py --hf gpt2,bert,qwen2,mistral,t5,vit --backend cpsat
     /work/main/.venv/bin/python benchmarks/bench_inductor.py --llama 32 --seq 2048 --backend greedy
+    /work/main/.venv/bin/python benchmarks/bench_inductor.py --llama 32 --context 4096 --backend greedy
 """
 
 from __future__ import annotations
@@ -69,18 +70,28 @@ def compile_family(name: str, options: dict) -> tuple[float, list[si.CapturedGra
     return seconds, si.plans()
 
 
-def compile_llama(layers: int, seq: int, options: dict) -> tuple[float, list[si.CapturedGraph]]:
-    """Compile and run (on ``meta``) a Llama-3-8B-shaped model with ``layers`` layers; nothing is allocated."""
+def compile_llama(layers: int, seq: int, context: int, options: dict) -> tuple[float, list[si.CapturedGraph]]:
+    """Compile and run (on ``meta``) a Llama-3-8B-shaped model with ``layers`` layers; nothing is allocated.
+
+    ``context`` > 0: one decode step (one token) against a static key/value cache of that length.
+    """
+    import transformers as tf
+
     from spyreopt.integrations.inductor import families
 
     torch._dynamo.reset()
     si.clear()
     model = families.llama(layers)
+    kwargs = {"use_cache": False}
+    if context:
+        seq = 1
+        kwargs = {"past_key_values": tf.StaticCache(config=model.config, max_cache_len=context), "use_cache": True}
+        kwargs["cache_position"] = torch.tensor([context - 1], device="meta")
     ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
     start = time.perf_counter()
     compiled = torch.compile(model, backend="spyreopt", options=options, dynamic=False)
     with torch.no_grad():
-        out = compiled(input_ids=ids, use_cache=False)
+        out = compiled(input_ids=ids, **kwargs)
     assert out.logits.device.type == "meta"
     assert all(p.device.type == "meta" for p in model.parameters())
     return time.perf_counter() - start, si.plans()
@@ -129,15 +140,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(examples.names()))
     ap.add_argument("--hf", help="comma-separated tiny Hugging Face families instead of the example models")
     ap.add_argument("--llama", type=int, help="plan a meta-device Llama-3-8B-shaped model with this many layers")
-    ap.add_argument("--seq", type=int, default=2048, help="sequence length for --llama")
+    ap.add_argument("--seq", type=int, default=2048, help="sequence length for --llama (prefill)")
+    ap.add_argument("--context", type=int, default=0, help="--llama: one decode step against a cache of this length")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
     options = {"backend": args.backend, "time_limit": args.time_limit, "seed": args.seed}
     options["mode"] = "full" if args.full else "analysis"
     runs = []
     if args.llama:
+        phase = f"decode, context {args.context}" if args.context else f"prefill, seq {args.seq}"
         runs.append(
-            (f"llama-3-8b x{args.llama} seq {args.seq} (meta)", lambda: compile_llama(args.llama, args.seq, options))
+            (
+                f"llama-3-8b x{args.llama} {phase} (meta)",
+                lambda: compile_llama(args.llama, args.seq, args.context, options),
+            )
         )
     elif args.hf:
         runs += [(n, lambda n=n: compile_family(n, options)) for n in args.hf.split(",")]

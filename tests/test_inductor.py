@@ -361,3 +361,9 @@ def test_in_place_cache_update_writes_into_the_input_in_device_memory():
     check(r)
     assert r.counts["opaque"] == 0
     assert any(n.endswith("in device memory") and "written into arg" in n for n in r.notes)  # the cache input
+
+
+def test_single_row_matmul_of_a_decode_step():
+    (r,) = run(lambda x, w: torch.relu(x) @ w, torch.randn(1, 64), torch.randn(64, 32))
+    check(r)
+    assert r.counts["opaque"] == 0 and mnk([r]) == [(1, 1, 32, 64)]

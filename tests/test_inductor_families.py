@@ -72,7 +72,7 @@ def test_bert_attention_scale_is_not_dropout():
     assert sum(1 for m in r.matmuls if m.kernel == "sdpa") == 4  # scores and context, 2 layers
 
 
-@pytest.mark.parametrize("name", [pytest.param("qwen2", marks=pytest.mark.slow), "mistral"])
+@pytest.mark.parametrize("name", ["qwen2", "mistral"])
 def test_grouped_query_attention_and_rotary_concatenation(name):
     (r,) = compile_family(name)
     assert r.counts["opaque"] == 0

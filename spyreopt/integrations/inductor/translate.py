@@ -397,6 +397,9 @@ class Translator(Builder):
         gn = [g for g in range(len(gp.groups)) if kinds[gp.kind_var(g)] == "n"]
         xa = self.operand(ia, reads[0], gp, 0, bm + gk)
         xb = self.operand(ib, reads[1], gp, 1, bm[:-1] + gk + gn)  # bm[-1] is A's row dim; B broadcasts over the rest
+        if len(self.g.tensors[xa].shape) < 2:  # a single row (a decode step): the builder's matmul needs rank 2
+            xa = self.op(self.fresh(f"{self.current}.row"), "reshape", xa, (1, self.g.tensors[xa].shape[-1]))
+            self.notes.append(f"{self.current}: copies the single row {a.buffer} to a (1, K) matrix")
         mm = self.op(f"{self.current}.mm" if bias is not None else self.current, "matmul", xa, xb, dtype=dtype)
         kernel = node.python_kernel_name
         self.matmuls.append(

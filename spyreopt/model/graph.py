@@ -15,7 +15,7 @@ import networkx as nx
 
 from spyreopt.errors import FormatError, GraphError
 
-DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1, "int64": 8}  # int64: index tensors (inductor adapter)
 POINTWISE_FNS = {
     "add", "sub", "mul", "div", "max", "min", "neg", "exp", "log", "sqrt", "rsqrt", "recip",
     "gelu", "silu", "relu", "tanh", "sigmoid", "square", "copy", "pow",

@@ -10,6 +10,9 @@ Two ways in:
   of the plain Inductor backend inside the block (``install()`` / ``uninstall()`` are the
   underlying hook switch).
 
+A model whose parameters are on the ``meta`` device is planned in analysis mode without
+allocating its weights (``families.llama(32)`` is Llama-3-8B that way).
+
 ``plans()`` returns a ``CapturedGraph`` per graph: the spyreopt ``Graph``, the ``Plan``, the
 mapping from plan ops to Inductor buffers, op counts by kind, opaque ops with their reasons,
 solve time, and the hook failure (with its reason) if there was one. This package imports

@@ -29,8 +29,8 @@ DTYPES = {
         if hasattr(torch, n)
     },
 }
-# Stand-ins for dtypes spyreopt does not plan, by element size (only as operands of opaque ops).
-STAND_IN = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp32"}
+# Stand-ins for dtypes spyreopt does not plan as floats (indices, masks), by element size: bytes stay exact.
+STAND_IN = {1: "fp8", 2: "fp16", 4: "fp32", 8: "int64"}
 
 
 class Unsupported(Exception):
@@ -82,6 +82,17 @@ def view_of(node: ir.IRNode) -> View:
     )
 
 
+def arguments(op: ir.FallbackKernel) -> dict[str, Any]:
+    """A fallback kernel's arguments by schema name, defaults filled in: Inductor keeps only the
+    non-tensor arguments that were given, so their position alone says nothing about which they are."""
+    args, kwargs = op.unflatten_args(op.inputs, op.constant_args)
+    schema = op.op_overload._schema.arguments
+    bound = {a.name: a.default_value for a in schema if a.has_default_value()}
+    bound.update(zip((a.name for a in schema), args))
+    bound.update(kwargs)
+    return bound
+
+
 def affine(expr: sympy.Expr, syms: list[sympy.Symbol]) -> tuple[tuple[int, ...], int] | None:
     """(coefficient per symbol, offset) if ``expr`` is affine in ``syms`` with integer coefficients."""
     expr = sympy.expand(sympy.sympify(expr))
@@ -108,7 +119,23 @@ def read_of(index: sympy.Expr, syms: list[sympy.Symbol], template: Read) -> Read
 
 
 class _Value:
-    """Stands for any value inside a recorded loop body (only loads and op names matter)."""
+    """Stands for any value inside a recorded loop body: only the index symbols it depends on matter
+    (they tell which loop variables an indirect index, hence a gathered read, follows)."""
+
+    def __init__(self, deps: frozenset = frozenset()):
+        self.deps = deps
+
+
+def _deps(xs: Any) -> frozenset:
+    out: set = set()
+    for x in xs:
+        if isinstance(x, _Value):
+            out |= x.deps
+        elif isinstance(x, sympy.Basic):
+            out |= x.free_symbols
+        elif isinstance(x, (tuple, list)):
+            out |= _deps(x)
+    return frozenset(out)
 
 
 @dataclass
@@ -116,43 +143,67 @@ class Body:
     loads: list[tuple[str, sympy.Expr]] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     reduction: str | None = None
-    indirect: bool = False
+    indirect: dict[sympy.Symbol, frozenset] = field(default_factory=dict)  # indirect symbol -> index symbols
     masked: bool = False
 
 
 class _Recorder(DefaultHandler):
-    """Records loads and op names; everything else returns a placeholder value."""
+    """Records loads, op names and what each indirect index depends on; values are placeholders."""
 
     def __init__(self, body: Body):
         self.body = body
 
     def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.body.ops.append(name)
-        return _Value()
+        return _Value(_deps(args) | _deps(kwargs.values()))
 
     def load(self, name: str, index: sympy.Expr) -> Any:
         self.body.loads.append((name, index))
-        return _Value()
+        return _Value(_resolve(index, self.body.indirect))
 
-    def indirect_indexing(self, *args: Any, **kwargs: Any) -> sympy.Symbol:
-        self.body.indirect = True
-        return sympy_index_symbol(f"indirect{len(self.body.ops)}")
+    def indirect_indexing(self, x: Any, *args: Any, **kwargs: Any) -> sympy.Symbol:
+        sym = sympy_index_symbol(f"indirect{len(self.body.indirect)}")
+        self.body.indirect[sym] = _deps([x])
+        return sym
 
     def masked(self, mask: Any, body: Any, other: Any) -> Any:
         self.body.masked = True
         self.body.ops.append("masked")
-        body()
-        return _Value()
+        return _Value(_deps([mask, body()]))
 
     def reduction(self, dtype: Any, src_dtype: Any, reduction_type: str, value: Any) -> Any:
         self.body.reduction = reduction_type
-        return _Value()
+        return _Value(_deps([value]))
 
     def store(self, *args: Any, **kwargs: Any) -> None:
         return None
 
     def store_reduction(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+def _resolve(index: sympy.Expr, indirect: dict[sympy.Symbol, frozenset]) -> frozenset:
+    """The loop symbols ``index`` depends on, through indirect symbols too."""
+    out: set = set()
+    for s in sympy.sympify(index).free_symbols:
+        out |= indirect.get(s, {s})
+    return frozenset(out)
+
+
+def gathered(index: sympy.Expr, syms: list[sympy.Symbol], indirect: dict[sympy.Symbol, frozenset]) -> list[int] | None:
+    """For a load through an indirect index: the loop variables the gathered element follows
+    (directly or through the index), in storage order (indexed rows outermost); None if direct."""
+    index = sympy.expand(sympy.sympify(index))
+    through = [s for s in indirect if s in index.free_symbols]
+    if not through:
+        return None
+    direct = affine(index.subs({s: 0 for s in through}), syms)
+    if direct is None:
+        raise Unsupported(f"gathered load with a non-affine index {index}")
+    rows = set().union(*(indirect[s] for s in through))
+    outer = [i for i, s in enumerate(syms) if s in rows and not direct[0][i]]
+    inner = sorted((i for i, c in enumerate(direct[0]) if c), key=lambda i: -direct[0][i])
+    return outer + inner
 
 
 def record(fn: Any, *indices: list[sympy.Symbol]) -> Body:

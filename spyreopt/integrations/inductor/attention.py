@@ -1,14 +1,22 @@
 """Scaled-dot-product attention: Inductor keeps it as one fallback kernel on CPU
 (``aten._scaled_dot_product_flash_attention_for_cpu`` and its backward); spyreopt plans the
 work inside it, as the Spyre compiler would: the score and context matmuls, the scaling
-(and causal mask) and the softmax -- and for the backward the recomputed probabilities,
+(and causal or explicit mask) and the softmax -- and for the backward the recomputed probabilities,
 the four gradient matmuls and the softmax gradient.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from torch._inductor import ir
+
+from spyreopt.integrations.inductor import access as acc
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.operands import Builder, MatmulInfo
+
+if TYPE_CHECKING:
+    from spyreopt.integrations.inductor.translate import Translator
 
 FORWARD = "aten._scaled_dot_product_flash_attention_for_cpu.default"
 BACKWARD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
@@ -25,24 +33,34 @@ def _mm(tr: Builder, name: str, a: str, b: str, dtype: str, kernel: str) -> str:
     return out
 
 
-def translate_sdpa(tr: Builder, op, args: list[str]) -> dict[int, tuple[str, str]]:
-    """Add the decomposition of one attention kernel; returns output index -> (tensor, dtype)."""
+def translate_sdpa(tr: Translator, op: ir.FallbackKernel) -> dict[int, tuple[str, str, tuple[int, int] | None]]:
+    """Add the decomposition of one attention kernel; returns output index -> (tensor, dtype, head split).
+
+    ``tr`` is the ``Translator`` (its ``attn_arg`` turns an IR argument into a tensor). An explicit
+    mask is one more operand of the scaling; grouped-query attention (fewer key/value heads than
+    query heads) computes over (group, batch, kv heads) with keys and values broadcast over the group.
+    """
     name = op.get_name()
     backward = str(op.op_overload) == BACKWARD
-    if len(args) > (6 if backward else 3):
-        raise Unsupported("attention with an explicit mask is not modelled")
-    dropout, causal = (tuple(op.constant_args) + (0.0, False))[:2]
-    if dropout:
-        raise Unsupported(f"attention with dropout {dropout} is not modelled")
+    arg = acc.arguments(op)
+    if arg.get("dropout_p"):
+        raise Unsupported(f"attention with dropout {arg['dropout_p']} is not modelled")
+    heads = (int(arg["query"].get_size()[1]), int(arg["key"].get_size()[1]))
+    split = None
+    if heads[0] != heads[1]:
+        if heads[0] % heads[1]:
+            raise Unsupported(f"attention with {heads[0]} query heads over {heads[1]} key/value heads")
+        if backward:
+            raise Unsupported("grouped-query attention backward is not modelled")
+        split = (heads[0] // heads[1], heads[1])
+    q, k, v = (tr.attn_arg(arg[n], split) for n in ("query", "key", "value"))
+    masks = [tr.attn_arg(arg["attn_mask"], split)] if arg.get("attn_mask") is not None else []
     kernel = "sdpa_backward" if backward else "sdpa"
-    dtype = tr.g.tensors[args[0]].dtype
+    dtype = tr.g.tensors[q].dtype
     scale = tr.g.weight(tr.fresh(f"{name}.scale"), (1,), dtype)
-    if backward:
-        do, q, k, v, o, lse = args
-    else:
-        q, k, v = args
     sq, sk = tr.g.tensors[q].shape[-2], tr.g.tensors[k].shape[-2]
-    masks = [tr.g.weight(tr.fresh(f"{name}.causal_mask"), (sq, sk), dtype)] if causal else []
+    if arg.get("is_causal"):
+        masks.append(tr.g.weight(tr.fresh(f"{name}.causal_mask"), (sq, sk), dtype))
     s = _mm(tr, f"{name}.scores", q, tr.op(f"{name}.k_t", "transpose", k, -2, -1), dtype, kernel)
     if not backward:
         z = tr.op(f"{name}.scaled", "pointwise", "mul", s, scale, *masks, dtype=dtype)
@@ -52,7 +70,8 @@ def translate_sdpa(tr: Builder, op, args: list[str]) -> dict[int, tuple[str, str
         ctx = _mm(tr, f"{name}.context", p, v, dtype, kernel)
         log_sum = tr.op(f"{name}.log_sum", "pointwise", "log", f"{name}.softmax.sum", dtype="fp32")
         lse_out = tr.op(f"{name}.lse", "pointwise", "add", f"{name}.softmax.max", log_sum, dtype="fp32")
-        return {0: (ctx, dtype), 1: (lse_out, "fp32")}
+        return {0: (ctx, dtype, split), 1: (lse_out, "fp32", split)}
+    do, o, lse = (tr.attn_arg(arg[n]) for n in ("grad_out", "out", "logsumexp"))
     p = tr.op(f"{name}.probs", "pointwise", "exp", s, scale, lse, *masks, dtype=dtype)
     dv = _mm(tr, f"{name}.grad_v", tr.op(f"{name}.p_t", "transpose", p, -2, -1), do, dtype, kernel)
     dp = _mm(tr, f"{name}.grad_p", do, tr.op(f"{name}.v_t", "transpose", v, -2, -1), dtype, kernel)
@@ -61,4 +80,4 @@ def translate_sdpa(tr: Builder, op, args: list[str]) -> dict[int, tuple[str, str
     ds = tr.op(f"{name}.grad_s", "pointwise", "mul", p, dp, delta, scale, dtype=dtype)
     dq = _mm(tr, f"{name}.grad_q", ds, k, dtype, kernel)
     dk = _mm(tr, f"{name}.grad_k", tr.op(f"{name}.s_t", "transpose", ds, -2, -1), q, dtype, kernel)
-    return {0: (dq, dtype), 1: (dk, dtype), 2: (dv, dtype)}
+    return {0: (dq, dtype, None), 1: (dk, dtype, None), 2: (dv, dtype, None)}

@@ -9,6 +9,11 @@ Full mode runs Inductor to the end. Analysis mode stops after the capture and ru
 graph (the post-autograd FX graph Inductor was given) eagerly, so a compile costs the
 lowering and the solve only; if Inductor itself fails before the capture point, the
 graph runs eagerly too and the failure is recorded.
+
+A model on the ``meta`` device (weights without storage) is planned in analysis mode too:
+Inductor would otherwise drop every computation whose result is a meta tensor, so the graph is
+lowered as a CPU graph over fake tensors (shapes, strides and dtypes only; nothing is allocated)
+and the original graph runs eagerly on ``meta``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from spyreopt.integrations.inductor.hook import AnalysisOnly, Session, active, graph_kind
 from spyreopt.integrations.inductor.records import CapturedGraph, Options
@@ -36,8 +42,41 @@ def spyreopt_backend(
         raise ValueError(f"backend {NAME!r} takes no torch.compile mode (got {mode!r}); pass options instead")
     session = Session(Options.from_dict(options))
     inner = functools.partial(_inner_compile, session=session)
+    if session.options.mode == "analysis" and any(_on_meta(x) for x in example_inputs):
+        return _plan_meta(gm, example_inputs, session, inner)
     with active(session):
         return compile_fx(gm, example_inputs, inner_compile=inner)
+
+
+def _on_meta(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == "meta"
+
+
+def _plan_meta(gm: torch.fx.GraphModule, example_inputs: list, session: Session, inner):
+    """Capture a ``meta``-device graph as a CPU graph over fake tensors; run it eagerly on ``meta``."""
+    fake_mode = torch._guards.detect_fake_mode(example_inputs) or FakeTensorMode()
+    with fake_mode:
+        inputs = [
+            torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu") if _on_meta(x) else x
+            for x in example_inputs
+        ]
+    graph = _copy_graph(gm)
+    for node in graph.nodes:
+        node.args, node.kwargs = (torch.fx.node.map_aggregate(a, _meta_to_cpu) for a in (node.args, node.kwargs))
+    start = time.perf_counter()
+    try:
+        with active(session):
+            compile_fx(torch.fx.GraphModule(gm, graph), inputs, inner_compile=inner)
+    except Exception as exc:  # noqa: BLE001 - analysis mode always runs the graph eagerly
+        record = CapturedGraph("-:meta:failed", "inference", session.options)
+        record.error = f"capture of the meta-device graph failed: {type(exc).__name__}: {exc}"
+        record.capture_seconds = time.perf_counter() - start
+        session.report(record)
+    return gm.forward
+
+
+def _meta_to_cpu(a: Any) -> Any:
+    return torch.device("cpu") if isinstance(a, torch.device) and a.type == "meta" else a
 
 
 def _inner_compile(gm: torch.fx.GraphModule, example_inputs: list, *, session: Session, **kwargs: Any):

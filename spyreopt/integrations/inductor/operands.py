@@ -113,6 +113,8 @@ class Builder:
             return None
         free = [d for d in range(r) if d not in want]
         at = {p: d for d, p in want.items()}
+        if any(info.dims[d] is not None for d in free):
+            return None  # a dim of the tensor spans several groups (e.g. heads split for grouped-query attention)
         return self.permute(info.name, [at[p] if p in at else free.pop(0) for p in range(n - r, n)])
 
     @staticmethod

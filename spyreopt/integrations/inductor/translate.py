@@ -4,8 +4,13 @@
 * ``ComputedBuffer`` of a ``Pointwise`` -> one ``pointwise`` op (Inductor has already fused the
   elementwise chain into it); of a ``Reduction`` -> ``reduce`` (after a pointwise prologue when
   the body computes more than a load);
-* scaled-dot-product attention fallbacks -> their matmuls, softmax and pointwise ops (``attention``);
+* scaled-dot-product attention fallbacks -> their matmuls, softmax and pointwise ops, with an
+  explicit mask as one more operand and grouped-query attention broadcast over the group (``attention``);
+* a convolution -> a matmul over patches; a concatenation -> its pieces written to device memory and
+  read back as one buffer; a cumulative sum -> a reduce and an add (``extern``);
+* a gathered load (an embedding lookup) -> a device-memory read of exactly the gathered rows;
 * graph inputs -> ``input`` leaves, constants -> ``weight`` leaves; reads -> operands (``operands``);
+  integer and boolean buffers are planned at their own element size (int64, fp8 for 1 byte);
 * everything else -> an *opaque* op: a pointwise ``copy`` of the right shape and dtype reading a
   stand-in leaf, its inputs forced to device memory; each one is listed with its reason.
 
@@ -23,7 +28,7 @@ from torch._inductor import ir
 
 from spyreopt.errors import GraphError
 from spyreopt.integrations.inductor import access as acc
-from spyreopt.integrations.inductor import attention
+from spyreopt.integrations.inductor import attention, extern
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.groups import Grouping, Read, group_loop
 from spyreopt.integrations.inductor.operands import Builder, MatmulInfo, TInfo, out_dims
@@ -70,8 +75,10 @@ class Translator(Builder):
         self.lw = lowering
         self.t: dict[str, TInfo] = {}
         self.opaque: dict[str, str] = {}
-        self.multi: dict[tuple[str, int], tuple[str, str]] = {}  # (kernel buffer, output index) -> (tensor, dtype)
+        # (kernel buffer, output index) -> (tensor, dtype, head split of a grouped-query attention output)
+        self.multi: dict[tuple[str, int], tuple[str, str, tuple[int, int] | None]] = {}
         self.nodes: Counter = Counter()
+        self.rows: set[str] = set()  # leaves holding gathered rows
 
     # ---- driver --------------------------------------------------------------
     def run(self) -> Translation:
@@ -81,6 +88,7 @@ class Translator(Builder):
             mark = self._snapshot()
             try:
                 self._translate(node)
+                self._into_other(node)
             except (Unsupported, GraphError) as exc:  # the node does not fit the model: it stays opaque
                 self._rollback(mark)
                 self._opaque(node, str(exc))
@@ -90,6 +98,9 @@ class Translator(Builder):
                 self.forced.add(self.t[name].name)
         for x in sorted(self.forced):
             self._mark_output(x)
+        read = {x for o in self.g.ops.values() for x in o.inputs}
+        for name in (self.rows & self.g.tensors.keys()) - read:  # every reader took a regrouped alias
+            del self.g.tensors[name]
         return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes)
 
     def _translate(self, node: ir.Operation) -> None:
@@ -102,14 +113,29 @@ class Translator(Builder):
             attention.FORWARD,
             attention.BACKWARD,
         ):
-            args = [self._as4d(x) for x in node.inputs]
-            for i, out in attention.translate_sdpa(self, node, args).items():
+            for i, out in attention.translate_sdpa(self, node).items():
                 self.multi[(node.get_name(), i)] = out
+        elif isinstance(node, ir.ExternKernel) and kernel == extern.CONVOLUTION:
+            extern.convolution(self, node)
+        elif isinstance(node, ir.ConcatKernel):
+            extern.concat(self, node)
+        elif isinstance(node, ir.FallbackKernel) and str(getattr(node, "op_overload", "")) in extern.SCANS:
+            self.multi[(node.get_name(), 0)] = extern.scan(self, node)
         elif isinstance(node, ir.MultiOutput):
             self._multi_output(node)
         else:
             what = kernel or getattr(node, "op_overload", None)
             raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + " is not modelled")
+
+    def _into_other(self, node: ir.Operation) -> None:
+        """A node writing into another buffer (a concatenation's piece, an in-place update such as
+        a cache write) writes to device memory, where that buffer is read from."""
+        layout = getattr(node, "layout", None)
+        if isinstance(layout, (ir.NonOwningLayout, ir.MutationLayoutSHOULDREMOVE)) and self.current in self.t:
+            into = layout.view if isinstance(layout, ir.NonOwningLayout) else layout.get_buffer()
+            target = into.get_name() if hasattr(into, "get_name") else "another buffer"
+            self.forced.add(self.t[self.current].name)
+            self.notes.append(f"{self.current}: written into {target} in device memory")
 
     def _snapshot(self) -> tuple:
         return (
@@ -150,6 +176,15 @@ class Translator(Builder):
             return self._leaf(name)
         raise Unsupported(f"reads buffer {name!r}, which was not translated")
 
+    def leaf_buffer(self, name: str, layout: ir.Layout, why: str) -> TInfo:
+        """A buffer that lives in device memory as one leaf (a concatenation's, a gather's rows)."""
+        size, stride = acc.ints(layout.size, "size"), acc.ints(layout.stride, "stride")
+        dtype = acc.stand_in_dtype(layout.dtype)
+        self.g.input(name, size or (1,), dtype)
+        self.notes.append(f"{self.current}: {why}")
+        self.t[self.current] = TInfo(name, out_dims(size, stride), True, self.current, dtype)
+        return self.t[self.current]
+
     def _leaf(self, name: str) -> TInfo:
         if name in self.lw.constants:
             tensor = self.lw.constants[name]
@@ -160,7 +195,8 @@ class Translator(Builder):
             make = self.g.input
         sdtype = acc.stand_in_dtype(dtype)
         if acc.planned_dtype(dtype) is None:
-            self.notes.append(f"input {name}: dtype {dtype} is not planned; it stands in as {sdtype}")
+            fit = "same size" if dtype.itemsize in acc.STAND_IN else f"not {dtype.itemsize} bytes"
+            self.notes.append(f"input {name}: dtype {dtype} is planned as {sdtype} ({fit})")
         make(name, size or (1,), sdtype)
         self.t[name] = TInfo(name, out_dims(size, stride), True, name, sdtype)
         return self.t[name]
@@ -186,22 +222,26 @@ class Translator(Builder):
     # ---- computed buffers ------------------------------------------------------
     def _computed(self, buf: ir.ComputedBuffer) -> None:
         layout = buf.layout
-        if not isinstance(layout, (ir.FixedLayout, ir.FlexibleLayout)):
-            raise Unsupported(f"writes through a {type(layout).__name__} (in place or into another buffer)")
+        if not isinstance(
+            layout, (ir.FixedLayout, ir.FlexibleLayout, ir.NonOwningLayout, ir.MutationLayoutSHOULDREMOVE)
+        ):
+            raise Unsupported(f"writes through a {type(layout).__name__}")
         dtype = acc.planned_dtype(layout.dtype)
         if dtype is None:
-            raise Unsupported(f"output dtype {layout.dtype} is not planned")
+            if layout.dtype.itemsize not in acc.STAND_IN:
+                raise Unsupported(f"output dtype {layout.dtype} is not planned")
+            dtype = acc.stand_in_dtype(layout.dtype)
+            self.notes.append(f"{self.current}: dtype {layout.dtype} is planned as {dtype} (same size)")
         data = buf.data
-        if type(data) is ir.Pointwise:
+        if type(data) in (ir.Pointwise, ir.Scatter):  # a scatter: the source's loop, stored at computed rows
             self._pointwise(buf, data, dtype)
         elif type(data) in (ir.Reduction, ir.WelfordReduction, ir.OnlineSoftmaxReduction):
             self._reduction(buf, data, dtype)
         else:
             raise Unsupported(f"{type(data).__name__} loops are not modelled")
 
-    def _loads(self, body: acc.Body, syms) -> list[tuple[TInfo, Read]]:
-        if body.indirect:
-            raise Unsupported("indirect (gathered) loads")
+    def _loads(self, body: acc.Body, syms, ranges: tuple[int, ...]) -> list[tuple[TInfo, Read]]:
+        """Each distinct load as (tensor, read); a gathered load reads the gathered rows as a leaf."""
         if body.masked:
             raise Unsupported("masked loads (padding, concatenation or a slice of a slice)")
         out, seen = [], set()
@@ -209,16 +249,40 @@ class Translator(Builder):
             if (name, str(index)) not in seen:
                 seen.add((name, str(index)))
                 info = self.info(name)
-                out.append((info, acc.read_of(index, syms, info.read((0,) * len(syms)))))
-        if not out:
-            raise Unsupported("no tensor operands (a fill or an index computation)")
+                order = acc.gathered(index, syms, body.indirect)
+                if order is None:
+                    out.append((info, acc.read_of(index, syms, info.read((0,) * len(syms)))))
+                else:
+                    out.append(self._gather(info, order, ranges))
         return out
+
+    def _gather(self, info: TInfo, order: list[int], ranges: tuple[int, ...]) -> tuple[TInfo, Read]:
+        """A gathered load: a device-memory read of exactly the rows gathered, as a dense leaf over
+        the loop variables it follows (indexed rows outermost)."""
+        shape = tuple(ranges[v] for v in order) or (1,)
+        strides, step = [], 1
+        for z in reversed(shape):
+            strides.append(step)
+            step *= z
+        strides.reverse()
+        coeffs = [0] * len(ranges)
+        for v, st in zip(order, strides):
+            coeffs[v] = st if ranges[v] > 1 else 0
+        name = self.fresh(f"{info.buffer}.rows@{self.current}.")  # each fused kernel gathers on its own
+        make = self.g.weight if self.g.tensors[info.name].role == "weight" else self.g.input
+        make(name, shape, info.dtype)
+        self.rows.add(name)
+        if not info.leaf:
+            self.forced.add(info.name)
+        self.notes.append(f"{self.current}: gathers {shape} from {info.buffer} (a device-memory read)")
+        rows = TInfo(name, out_dims(shape, strides), True, name, info.dtype)
+        return rows, rows.read(tuple(coeffs))
 
     def _pointwise(self, buf: ir.ComputedBuffer, data: ir.Pointwise, dtype: str) -> None:
         ranges = acc.ints(data.ranges, "range")
         syms = acc.symbols("i", len(ranges))
         body = acc.record(data.inner_fn, syms)
-        loads = self._loads(body, syms)
+        loads = self._loads(body, syms, ranges)
         out_coeffs = acc.ints(buf.get_layout().stride, "stride")
         if not ranges:  # a scalar: one unit dim, since spyreopt tensors have rank >= 1
             ranges, out_coeffs = (1,), (0,)
@@ -244,9 +308,9 @@ class Translator(Builder):
             shape = self.g.tensors[x].shape
             for p, z in enumerate(shape[::-1]):
                 have[len(want) - 1 - p] = max(have[len(want) - 1 - p], z)
-        if tuple(have) == want:
+        if tuple(have) == want and xs:
             return xs
-        iota = tuple(w if h != w else 1 for w, h in zip(want, have))
+        iota = tuple(w if h != w else 1 for w, h in zip(want, have)) if xs else want
         name = f"{self.current}.iota"
         self.g.input(name, iota, "fp32")
         self.notes.append(f"{self.current}: no operand spans dims {iota}; an index operand {name} stands in for them")
@@ -258,7 +322,7 @@ class Translator(Builder):
         xs, rs = acc.symbols("i", len(ranges)), acc.symbols("r", len(rranges))
         body = acc.record(data.inner_fn, xs, rs)
         fn, prologue = _reduce_kind(data)
-        loads = self._loads(body, xs + rs)
+        loads = self._loads(body, xs + rs, ranges + rranges)
         order = _reduction_order(ranges, rranges, next((rd for _, rd in loads if rd.affine), None))
         full = ranges + rranges
         kinds = tuple("r" if v >= len(xs) else "x" for v in order)
@@ -333,6 +397,9 @@ class Translator(Builder):
         gn = [g for g in range(len(gp.groups)) if kinds[gp.kind_var(g)] == "n"]
         xa = self.operand(ia, reads[0], gp, 0, bm + gk)
         xb = self.operand(ib, reads[1], gp, 1, bm[:-1] + gk + gn)  # bm[-1] is A's row dim; B broadcasts over the rest
+        if len(self.g.tensors[xa].shape) < 2:  # a single row (a decode step): the builder's matmul needs rank 2
+            xa = self.op(self.fresh(f"{self.current}.row"), "reshape", xa, (1, self.g.tensors[xa].shape[-1]))
+            self.notes.append(f"{self.current}: copies the single row {a.buffer} to a (1, K) matrix")
         mm = self.op(f"{self.current}.mm" if bias is not None else self.current, "matmul", xa, xb, dtype=dtype)
         kernel = node.python_kernel_name
         self.matmuls.append(
@@ -344,27 +411,45 @@ class Translator(Builder):
         self._register(out, gp, bm + gn, out_coeffs, set(), dtype)
 
     # ---- multi-output kernels ----------------------------------------------------------
-    def _as4d(self, node: ir.IRNode) -> str:
-        """An attention argument as a (batch, heads, seq, dim) tensor (a logsumexp gets a unit dim)."""
+    def attn_arg(self, node: ir.IRNode, split: tuple[int, int] | None = None) -> str:
+        """An attention argument as a (batch, heads, seq, dim) tensor (a logsumexp gets a unit dim).
+
+        ``split`` = (group, kv heads) for grouped-query attention: an argument with all the query
+        heads becomes (group, batch, kv heads, seq, dim), so that keys and values with the kv heads
+        broadcast over the group (query head h uses kv head h // group).
+        """
         v = acc.view_of(node)
         pad = 4 - len(v.size)
         if pad < 0:
             raise Unsupported(f"attention argument {v.buffer} of rank {len(v.size)}")
         size, stride = v.size + (1,) * pad, v.stride + (0,) * pad
-        info = self.info(v.buffer)
-        rd = info.read(tuple(s if z > 1 else 0 for z, s in zip(size, stride)), v.offset)
-        kinds = ("0", "1", "2", "3")  # one group per dim: never merged, never cut
-        gp = group_loop(size, kinds, [rd], (0,) * 4, atomic=frozenset(kinds), reduced=frozenset(kinds))
-        return self.operand(info, rd, gp, 0, [0, 1, 2, 3])
+        if split is not None and size[1] == split[0] * split[1] and split[0] > 1:
+            g, h = split
+            size = (g, size[0], h, size[2], size[3])
+            stride = (stride[1], stride[0], g * stride[1], stride[2], stride[3])
+        return self.whole(v.buffer, size, stride, v.offset)
+
+    def whole(self, buffer: str, size: tuple[int, ...], stride: tuple[int, ...], offset: int = 0) -> str:
+        """A kernel argument as a tensor with one dim per size (a view, a copy or a device-memory read)."""
+        info = self.info(buffer)
+        rd = info.read(tuple(s if z > 1 else 0 for z, s in zip(size, stride)), offset)
+        kinds = tuple(str(i) for i in range(len(size)))  # one group per dim: never merged, never cut
+        gp = group_loop(size, kinds, [rd], (0,) * len(size), atomic=frozenset(kinds), reduced=frozenset(kinds))
+        return self.operand(info, rd, gp, 0, list(range(len(size))))
 
     def _multi_output(self, node: ir.MultiOutput) -> None:
         parent = node.inputs[0].get_name()
         index = node.indices[-1][1] if node.indices else 0
         if (parent, index) not in self.multi:
             raise Unsupported(f"output {index} of {parent}, which is not modelled")
-        tensor, dtype = self.multi[(parent, index)]
+        tensor, dtype, split = self.multi[(parent, index)]
         v = acc.view_of(node)
         shape = self.g.tensors[tensor].shape
+        if split is not None:  # (group, batch, kv heads, seq, dim) over a (batch, heads, seq[, dim]) buffer
+            st = v.stride + (0,) * (4 - len(v.stride))
+            strides = [st[1], st[0], split[0] * st[1], st[2], st[3]]
+            self.t[self.current] = TInfo(tensor, out_dims(shape, strides), False, self.current, dtype)
+            return
         big = [(z, s) for z, s in zip(v.size, v.stride) if z > 1]  # the modelled tensor may add or drop unit dims
         if [z for z in shape if z > 1] != [z for z, _ in big]:
             raise Unsupported(f"output {index} of {parent} is {v.size}, modelled as {shape}")

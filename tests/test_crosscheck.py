@@ -9,6 +9,10 @@ examples run by default, many under ``-m slow``.
 
 from __future__ import annotations
 
+import signal
+import time
+from contextlib import contextmanager
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -84,3 +88,28 @@ def test_optimal_says_what_it_is_relative_to():
     )
     greedy = so.solve(problem, backend="greedy", seed=0)
     assert greedy.bound_us is None and "enumerated" not in greedy.message
+
+
+def test_anneal_honours_its_time_limit_on_a_real_layernorm():
+    """Found by the slow cross-check: the guide's memory repair cycled for an hour under a 1 s limit."""
+    problem = so.Problem(workloads.get("layernorm", rows=2048, cols=8192))
+    assert problem.formulation.nodes  # built before the clock starts: building is not the backend's time
+    start = time.perf_counter()
+    with _alarm(60):  # a hang fails here instead of stalling the run
+        plan = so.solve(problem, backend="anneal", time_limit=1.0, seed=0)
+    assert time.perf_counter() - start < 1.0 + 5.0
+    plan.validate()
+
+
+@contextmanager
+def _alarm(seconds: int):
+    def fail(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -171,16 +171,18 @@ def _max_term_factors(m: CompiledModel, alts: list[int]) -> list[tuple[tuple[int
     return out
 
 
-def repair(state: SearchState, covering: list[list[int]]) -> bool:
-    """Free memory at the fullest step, cheapest added cost per freed byte first, until valid.
+def repair(state: SearchState, covering: list[list[int]], stop=lambda: False) -> bool:
+    """Free memory at the fullest step, cheapest added cost per freed byte first, until valid (or ``stop()``).
 
-    ``covering[t]`` lists the units with memory live at step t (``covering_units``).
+    ``covering[t]`` lists the units with memory live at step t (``covering_units``). A move that frees one
+    step can fill another, so the loop need not end by itself: ``stop`` bounds it (issue 16: a layernorm
+    2048x8192 cycled here for an hour under a 1 s limit).
     """
     m = state.m
     limit = m.limit
     if limit is None:
         return state.nbad == 0
-    while True:
+    while not stop():
         t = int(np.argmax(state.prof))
         over = int(state.prof[t]) - limit
         if over <= 0:
@@ -203,6 +205,7 @@ def repair(state: SearchState, covering: list[list[int]]) -> bool:
         if best is None:
             return False
         state.apply(best[1], best[2])
+    return False
 
 
 def covering_units(m: CompiledModel) -> list[list[int]]:
@@ -279,7 +282,7 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
         last, last_prices = labels, prices
         state.reset(labels)
         over = None if limit is None else state.prof > limit
-        if repair(state, covering) and state.cost <= DESCEND_WITHIN * best_cost:
+        if repair(state, covering, lambda: clock() > deadline) and state.cost <= DESCEND_WITHIN * best_cost:
             descend(state, movable, lambda: clock() > deadline)
             if state.cost < best_cost:
                 best, best_cost, best_round = state.assignment.copy(), state.cost, r

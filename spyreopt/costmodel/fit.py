@@ -4,7 +4,8 @@ Each configuration (``sampling.Config``) is turned into the coefficient-free
 quantities the cost model combines (``terms``: MACs and rows per core, bytes and
 DMA requests to and from device memory, streams, staged restickify traffic,
 relayout runs and ring-link bytes, ...) by the planner's own ``Problem`` with the
-configuration's decisions fixed. ``predict`` evaluates the model on them for any
+configuration's decisions fixed: the very quantities its cost tables are made of.
+``predict`` evaluates ``costmodel.spyre``'s composition on them for any
 coefficients, vectorised; it equals ``Problem.evaluate`` (tests check it), so the
 fitted error is the planner's error. ``fit`` minimises the relative error
 ``predicted / measured - 1`` on a seeded per-family training split with
@@ -21,18 +22,17 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field, fields
-from math import prod
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
+from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.sampling import FAMILIES, Config, Sample, reference_coefficients
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import TRANSCENDENTAL, leaf_read, restick_traffic
 from spyreopt.model.division import reduction_split
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 
 NAMES = tuple(f.name for f in fields(Coefficients))
@@ -99,62 +99,41 @@ def _config_ops(config: Config, hw: HardwareSpec, coef: Coefficients) -> list[di
 
 
 def _op_terms(problem: Problem, a, i: int) -> dict:
-    """Mirror of ``Problem.unary_parts`` and ``Problem._pair`` for op i, without coefficients."""
-    cands, s = problem.cands[i], a[i]
-    lay, cand, op = problem.layout(i, s), problem.candidates[i][s], cands.op
-    space, div = cands.space, lay.division
+    """The coefficient-free quantities of op i's assigned candidate: the ones the Problem's own tables
+    are made of (``Problem.layout_quantities`` and ``edge_quantities``), summed over its edges."""
+    s = a[i]
+    oc, cand = problem.cands[i], problem.candidates[i][s]
+    li = cand.layout
+    lay, lq = oc.layouts[li], problem.layout_quantities(i)
+    matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
     t = dict.fromkeys(
-        ("matmul", "work", "rows", "trans", "sred", "psum_bytes", "ksplit", "r_bytes", "r_req", "r_streams", "w_bytes",
-         "w_req", "w_streams", "sw_bytes", "sw_req", "sw_streams", "rs_bytes", "rs_req", "rs_count"), 0.0,
+        ("psum_bytes", "ksplit", "w_bytes", "w_req", "w_streams", "sw_bytes", "sw_req", "sw_streams", "rs_bytes",
+         "rs_req", "rs_count"), 0.0,
     )  # fmt: skip
-    t["work"] = prod(-(-e // f) for e, f in zip(space.extents, div.factors))
-    t["stream"] = lay.stream_bytes
-    if op.kind == "matmul":
-        m = len(space.dims) - 3
-        t.update(
-            matmul=1.0,
-            rows=-(-space.extents[m] // div.factors[m]),
-            psum_bytes=lay.footprint,
-            ksplit=reduction_split(space, div),
-        )
-    else:
-        t["rows"] = 1.0
-        t["trans"] = float(op.kind == "pointwise" and op.attrs.get("fn", "copy") in TRANSCENDENTAL)
-        t["sred"] = float(op.kind == "reduce" and lay.stick in op.attrs["dims"])
-    reads_leaf = problem.reads_leaf[i]
-    for j, ref in enumerate(cands.refs):
-        base = problem.graph.tensors[ref.base]
-        if base.producer is not None:
-            continue
-        nbytes, requests, _ = leaf_read(cands, lay, j)
-        t["r_bytes"] += nbytes
-        t["r_req"] += requests
-        stored = len(base.shape) - 1
-        need = stored if lay.required[j] is None else lay.required[j]
-        if need != stored:
-            _add_restick(t, restick_traffic(cands, lay, j, stored, need, None))
-    t["r_streams"] = float(reads_leaf)
+    t.update(matmul=float(matmul), work=work, rows=rows, trans=float(trans), sred=float(sred), stream=lay.stream_bytes)
+    if matmul:
+        t.update(psum_bytes=lay.footprint, ksplit=reduction_split(oc.space, lay.division))
+    t.update(r_bytes=int(lq.leaf_bytes[li]), r_req=int(lq.leaf_requests[li]), r_streams=float(lq.reads_leaf))
+    for j in np.flatnonzero(lq.leaf_restick[li]):
+        _add_restick(t, (int(lq.leaf_restick_bytes[li, j]), int(lq.leaf_restick_requests[li, j])))
     if cand.residency != "lx":
-        prefix = "sw" if reduction_split(space, div) > 1 else "w"
+        prefix = "sw" if lq.split[li] else "w"
         t[f"{prefix}_bytes"], t[f"{prefix}_req"], t[f"{prefix}_streams"] = lay.write_bytes, lay.write_requests, 1.0
     t["relayouts"] = []
-    for k, e in enumerate(problem.edges):
-        if e.consumer != i:
-            continue
+    for k in problem.in_edges[i]:
+        e = problem.edges[k]
         info = problem.pair(k, a[e.producer], s)
-        prod_lay = problem.layout(e.producer, a[e.producer])
-        need = lay.required[e.operand]
+        q, lu = problem.edge_quantities(k), problem.candidates[e.producer][a[e.producer]].layout
         if info.mode in ("hbm", "spill"):
-            stick = need if info.restick else prod_lay.stick
-            t["r_bytes"] += info.read_bytes
-            t["r_req"] += cands.hbm_read_requests(lay, e.operand, stick)
-            t["r_streams"] += 0.0 if reads_leaf else 1.0
-        if info.restick:
-            producer = prod_lay if info.mode == "restickify" else None
-            _add_restick(t, restick_traffic(cands, lay, e.operand, prod_lay.stick, need, producer))
+            t["r_bytes"] += int(q.read_bytes[lu, li])
+            t["r_req"] += int(q.read_requests[lu, li])
+            t["r_streams"] += 0.0 if lq.reads_leaf else 1.0
+        if info.mode == "hbm" and info.restick:
+            _add_restick(t, (int(q.hbm_restick_bytes[lu, li]), int(q.hbm_restick_requests[lu, li])))
+        if info.mode == "restickify":
+            _add_restick(t, (int(q.lx_restick_bytes[lu, li]), int(q.lx_restick_requests[lu, li])))
         if info.mode == "relayout":
-            ea = problem.edge_analysis(e, problem.candidates[e.producer][a[e.producer]].layout, cand.layout)
-            t["relayouts"].append((ea.runs, ea.fan_in, ea.copy_bytes, ea.link_bytes, ea.hops))
+            t["relayouts"].append(tuple(int(x[lu, li]) for x in (q.runs, q.fan_in, q.copy, q.link, q.hops)))
     return t
 
 
@@ -184,42 +163,9 @@ def terms(configs: list[Config], hw: HardwareSpec | None = None) -> Terms:
 
 
 # ---- the model on the terms ----------------------------------------------------------
-def _transfer(c: dict, v: dict, prefix: str) -> np.ndarray:
-    return (
-        v[f"{prefix}_bytes"] / c["hbm_bytes_per_ns"]
-        + c["hbm_request_ns"] * v[f"{prefix}_req"]
-        + c["hbm_latency_ns"] * v[f"{prefix}_streams"]
-    )
-
-
 def predict_parts(c: dict, t: Terms) -> dict[str, np.ndarray]:
-    """Per op, ns: the op's total, its relayout and its restickify (same formulas as ``costmodel.analytic``)."""
-    v = t.values
-    eff = np.clip(1.0 - c["pt_underfill_c"] * v["rows"] ** (-c["pt_underfill_p"]), 0.05, 1.0)
-    vector = v["work"] * np.where(v["trans"] > 0, c["transcendental_weight"], 1.0)
-    vector = vector * np.where(v["sred"] > 0, c["stick_reduce_penalty"], 1.0) / c["vector_elems_per_ns_per_core"]
-    compute = np.where(v["matmul"] > 0, v["work"] / (c["macs_per_ns_per_core"] * eff), vector)
-    tile = c["overlap_tile_bytes"]
-    frac = v["stream"] / (v["stream"] + tile) if tile > 0 else np.ones_like(v["stream"])
-    mixed = c["hbm_mixed_ns_per_byte"] * frac * np.minimum(v["r_bytes"], v["w_bytes"])
-    mem = _transfer(c, v, "r") + _transfer(c, v, "w") + mixed
-    psum = np.where(v["ksplit"] > 1, (v["ksplit"] - 1) * v["psum_bytes"] / c["psum_bytes_per_ns"], 0.0)
-    restick = np.where(
-        v["rs_count"] > 0,
-        v["rs_bytes"] / c["restick_bytes_per_ns"]
-        + v["rs_req"] * c["restick_run_ns"]
-        + v["rs_count"] * c["restick_latency_ns"],
-        0.0,
-    )
-    r = t.relayout
-    per_run = c["relayout_run_ns"] + c["relayout_run_log_ns"] * np.log2(np.maximum(r["fan_in"], 1.0))
-    gather = np.maximum(r["runs"] * per_run, 0.0) + r["copy"] / c["relayout_bytes_per_ns"]
-    edge = r["hops"] * c["relayout_hop_ns"] + np.maximum(gather, r["link"] / c["relayout_link_bytes_per_ns"])
-    relayout = np.zeros(len(t.sample))
-    np.add.at(relayout, t.relayout_op, edge)
-    time = compute + mem - c["overlap_gamma"] * frac * np.minimum(compute, mem)
-    total = c["op_overhead_ns"] + psum + _transfer(c, v, "sw") + restick + relayout + time
-    return {"op": total, "relayout": relayout, "restickify": restick}
+    """Per op, ns: the op's total, its relayout and its restickify (``costmodel.spyre.op_ns``)."""
+    return spyre.op_ns(Coefficients(**c), t.values, t.relayout, t.relayout_op)
 
 
 def predict_us(coefficients: Coefficients, t: Terms) -> np.ndarray:

@@ -55,8 +55,8 @@ from pathlib import Path
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, InfeasibleError, PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import DTYPE_BYTES, POINTWISE_FNS, REDUCE_FNS, Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 
 FAMILIES = ("matmul", "bmm", "pointwise", "reduction", "softmax", "relayout", "restickify")

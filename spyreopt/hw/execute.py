@@ -29,9 +29,9 @@ import numpy as np
 
 from spyreopt.errors import PlanError
 from spyreopt.hw.sim_numpy import apply, checked_inputs, random_inputs, reference_values
+from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_sticks import RawScratchpad
 from spyreopt.hw.sim_trace import Operand, Step, Trace
-from spyreopt.model.division import project
 from spyreopt.model.graph import Graph
 from spyreopt.model.layout import Box, box_extents, elems_per_stick, intersect
 from spyreopt.model.plan import Plan

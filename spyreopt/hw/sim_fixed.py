@@ -15,10 +15,10 @@ from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, PlanError
 from spyreopt.hw.sim_machine import SimParams
 from spyreopt.hw.simulator import SimResult, simulate
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import ceil, prod
 
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import TRANSCENDENTAL
+from spyreopt.model.graph import TRANSCENDENTAL
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs
 
 

@@ -1,25 +1,22 @@
 """A plan re-derived for execution: per op, its per-core iteration boxes, owner
 boxes, and for every operand where the data comes from and in which stick layout.
 
-Slices come from the graph and the plan's divisions alone (the layout
-functions of ``model.candidates`` with the span limit lifted, so the simulator
-checks spans itself and names the core); addresses, edge modes and residency
-are taken from the plan as written, never from its byte counts or its own
-validation. Both the timing simulator and numeric execution walk this trace.
+Slices come from the graph and the plan's divisions alone, by the simulator's
+own reading of them (``hw.sim_slices``, sharing no code with the planner's
+candidates; spans are checked here with the core named); addresses, edge modes
+and residency are taken from the plan as written, never from its byte counts or
+its own validation. Both the timing simulator and numeric execution walk this trace.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, PlanError
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import Layout, OpCandidates, OperandRef, resolve
-from spyreopt.model.division import core_index, iteration_box, owners
+from spyreopt.hw.sim_slices import Box, Ref, Slicing, Space, base_of, core_index, slicing, space_of
 from spyreopt.model.graph import Graph, Op, Tensor
-from spyreopt.model.layout import Box, span_bytes
-from spyreopt.model.opspace import OpSpace, op_space
+from spyreopt.model.hardware import HardwareSpec
+from spyreopt.model.layout import span_bytes
 from spyreopt.model.plan import Plan
 
 LX_MODES = ("inplace", "relayout", "restickify")
@@ -31,7 +28,7 @@ class Operand:
     """How operand ``j`` of an op reaches its cores."""
 
     index: int
-    ref: OperandRef  # base tensor and view permutation
+    ref: Ref  # base tensor and view permutation
     mode: str  # leaf | inplace | relayout | restickify | hbm | spill
     producer: int | None  # op step of the base tensor's producer
     stored_stick: int  # stick dim of the base tensor where it lives
@@ -44,8 +41,8 @@ class Operand:
 class Step:
     index: int
     op: Op
-    space: OpSpace
-    layout: Layout
+    space: Space
+    layout: Slicing
     boxes: tuple[Box, ...]  # iteration box per core
     owners: tuple[int, ...]
     residency: str  # hbm | lx | lx+hbm (of the output, from the plan's tensor record)
@@ -59,13 +56,13 @@ class Step:
 
     @property
     def cores(self) -> int:
-        return self.layout.division.cores
+        return self.layout.cores
 
     def peers(self, owner: int) -> list[int]:
         """Cores whose partial sums reduce onto ``owner`` (the owner first)."""
-        div, red = self.layout.division, self.space.reduction
-        key = [i for i, r in zip(core_index(div, owner), red) if not r]
-        return [c for c in range(div.cores) if [i for i, r in zip(core_index(div, c), red) if not r] == key]
+        factors, red = self.layout.factors, self.space.reduction
+        key = [i for i, r in zip(core_index(factors, owner), red) if not r]
+        return [c for c in range(self.cores) if [i for i, r in zip(core_index(factors, c), red) if not r] == key]
 
 
 class Trace:
@@ -73,12 +70,9 @@ class Trace:
         try:
             self.graph = Graph.from_dict(plan.graph)
             self.hw = HardwareSpec.from_dict(plan.hardware)
-            coef = Coefficients.from_dict(plan.coefficients)
         except (FormatError, GraphError) as exc:
             raise PlanError(f"plan: {exc}") from exc
         self.plan = plan
-        # slices only: lift the span limit (checked below with the core named) and the capacity
-        loose = self.hw.with_(span_limit_bytes=1 << 62)
         ops = [o for o in self.graph.ops.values() if o.kind != "view"]
         self.step_of = {o.name: i for i, o in enumerate(ops)}
         decisions = {o.name: o for o in plan.ops}
@@ -90,13 +84,13 @@ class Trace:
         self.steps: list[Step] = []
         for i, o in enumerate(ops):
             d = decisions[o.name]
-            space = op_space(self.graph, o)
+            space = space_of(self.graph, o)
             if set(d.division) != set(space.dims):
                 raise PlanError(
                     f"op {o.name!r}: division names dims {sorted(d.division)}, iteration dims are {list(space.dims)}"
                 )
             factors = tuple(int(d.division[x]) for x in space.dims)
-            lay = OpCandidates(self.graph, o, loose, coef, 1, fixed=(factors, int(d.stick))).layouts[0]
+            lay = slicing(self.graph, o, space, factors, int(d.stick), self.hw)
             if o.output not in tensors:
                 raise PlanError(f"op {o.name!r}: the plan has no record of its output tensor {o.output!r}")
             t = tensors[o.output]
@@ -104,19 +98,17 @@ class Trace:
                 raise PlanError(
                     f"op {o.name!r}: residency {d.residency!r}, but its tensor {t.name!r} says {t.residency!r}"
                 )
-            div = lay.division
-            boxes = tuple(iteration_box(space, div, c) for c in range(div.cores))
             operands = tuple(self._operand(o, j, lay, edges) for j in range(len(o.inputs)))
             free = int(t.lifetime[1]) if t.residency != "hbm" and len(t.lifetime) == 2 else i + 1
-            step = Step(i, o, space, lay, boxes, tuple(owners(space, div)), t.residency, t.address, free, operands)
+            step = Step(i, o, space, lay, lay.boxes, tuple(lay.owner_boxes), t.residency, t.address, free, operands)
             self._check_spans(step)
             self.steps.append(step)
 
     def tensor(self, name: str) -> Tensor:
         return self.graph.tensors[name]
 
-    def _operand(self, o: Op, j: int, lay: Layout, edges: dict) -> Operand:
-        ref = resolve(self.graph, o.inputs[j])
+    def _operand(self, o: Op, j: int, lay: Slicing, edges: dict) -> Operand:
+        ref = base_of(self.graph, o.inputs[j])
         base = self.graph.tensors[ref.base]
         last = len(base.shape) - 1
         if base.producer is None:  # graph inputs and weights live in device memory, stick on their last dim

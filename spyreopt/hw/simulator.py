@@ -26,8 +26,8 @@ from spyreopt.errors import PlanError
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
 from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
+from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace
-from spyreopt.model.division import project, reduction_split
 from spyreopt.model.layout import box_padded_bytes, intersect
 from spyreopt.model.plan import Plan
 
@@ -257,7 +257,7 @@ class _Run:
         ns["relayout"] = run_ring(mv.ring, m)
         staging = [run_pipeline(list(mv.stage_out.values()), m), run_pipeline(list(mv.stage_in.values()), m)]
         ns["restickify"] = sum(p.time_ns for p in staging)
-        k = reduction_split(s.space, s.layout.division)
+        k = s.layout.k_split
         writes = "hbm" in s.residency
         out_jobs = self._write_jobs(s) if writes else {}
         jobs = []

@@ -8,14 +8,16 @@ cores a multiple of source cores, fan-in within the limit) and its cost.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
-from itertools import product
+from functools import lru_cache
 from math import ceil, prod
+
+import numpy as np
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.division import (
     Division,
     enumerate_divisions,
@@ -25,7 +27,8 @@ from spyreopt.model.division import (
     project,
     reduction_split,
 )
-from spyreopt.model.graph import Graph, Op, Tensor
+from spyreopt.model.graph import TRANSCENDENTAL, Graph, Op, Tensor
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import (
     Box,
     box_extents,
@@ -35,8 +38,6 @@ from spyreopt.model.layout import (
     span_bytes,
 )
 from spyreopt.model.opspace import OpSpace, op_space
-
-TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,18 @@ class Layout:
     stream_bytes: int  # most bytes one core streams (its operand slices, or its output slice): sets the overlap
 
 
+def op_signature(g: Graph, op: Op) -> tuple:
+    """Everything an op's layouts depend on besides the hardware: kind, attributes, output shape and
+    dtype, and per operand its view shape, view permutation, base shape and dtype (never a name)."""
+    ins = []
+    for x in op.inputs:
+        ref = resolve(g, x)
+        base = g.tensors[ref.base]
+        ins.append((g.tensors[x].shape, ref.perm, base.shape, base.dtype))
+    out = g.tensors[op.output]
+    return (op.kind, repr(sorted(op.attrs.items())), out.shape, out.dtype, tuple(ins))
+
+
 class OpCandidates:
     """All legal layouts of one op."""
 
@@ -100,6 +113,13 @@ class OpCandidates:
         self.g, self.hw, self.coef = g, hw, coef
         self._sizes: dict[tuple[int, int, int], tuple[int, int, int]] = {}
         self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
+
+    def like(self, g: Graph, op: Op) -> OpCandidates:
+        """The candidates of another op with the same ``op_signature``: layouts and sizes shared, not recomputed."""
+        twin = copy(self)
+        twin.op, twin.out, twin.g = op, g.tensors[op.output], g
+        twin.refs = tuple(resolve(g, x) for x in op.inputs)
+        return twin
 
     def checked_layout(self, factors: tuple[int, ...], stick: int) -> Layout:
         """The layout of a given division and stick dim, or PlanError saying which rule it breaks."""
@@ -206,7 +226,7 @@ class OpCandidates:
         coef = self.coef
         mem = cm.transfer_ns(coef, reads + lay.write_bytes, requests + lay.write_requests)
         mem += cm.mixed_ns(coef, reads, lay.write_bytes)
-        return cm.overlap(coef, lay.compute_ns, mem, cm.overlap_fraction(coef, lay.stream_bytes)) + lay.psum_ns
+        return float(cm.overlap(coef, lay.compute_ns, mem, cm.overlap_fraction(coef, lay.stream_bytes)) + lay.psum_ns)
 
     def _layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
         hw, coef, space = self.hw, self.coef, self.space
@@ -235,7 +255,7 @@ class OpCandidates:
         write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) for b in own.values())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
-        psum = cm.psum_ns(coef, footprint, k) if self.op.kind == "matmul" else 0.0
+        psum = float(cm.psum_ns(coef, footprint, k)) if self.op.kind == "matmul" else 0.0
         stream = max(max(streamed, default=0), footprint)
         return Layout(div, stick, compute, psum, own, footprint, write, tuple(reads), required, write_requests, stream)
 
@@ -259,17 +279,20 @@ class OpCandidates:
             return whole
         return ((lo // inner_in, hi // inner_in),) + whole[1:]
 
-    def _compute_ns(self, div: Division, stick: int) -> float:
-        coef, space = self.coef, self.space
+    def compute_terms(self, div: Division, stick: int) -> tuple[bool, int, int, bool, bool]:
+        """(matmul, work per core, rows per core, transcendental, reduces along the stick): what
+        ``analytic.compute_ns`` turns into time."""
+        space = self.space
         per_core = prod(-(-e // f) for e, f in zip(space.extents, div.factors))
         if self.op.kind == "matmul":
             m_index = len(space.dims) - 3
-            rows = -(-space.extents[m_index] // div.factors[m_index])
-            return cm.matmul_compute_ns(coef, per_core, rows)
+            return True, per_core, -(-space.extents[m_index] // div.factors[m_index]), False, False
         fn = self.op.attrs.get("fn", "copy")
         stick_reduce = self.op.kind == "reduce" and stick in self.op.attrs["dims"]
-        trans = fn in TRANSCENDENTAL and self.op.kind == "pointwise"
-        return cm.vector_compute_ns(coef, per_core, trans, stick_reduce)
+        return False, per_core, 1, fn in TRANSCENDENTAL and self.op.kind == "pointwise", stick_reduce
+
+    def _compute_ns(self, div: Division, stick: int) -> float:
+        return float(cm.compute_ns(self.coef, *self.compute_terms(div, stick)))
 
     # ---- reads from device memory -----------------------------------------
     def hbm_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
@@ -299,10 +322,15 @@ def dma_requests(
 ) -> int:
     """DMA requests to move ``part`` of a stick-tiled tensor: each contiguous run, in bursts of at most
     ``hw.dma_burst_sticks`` sticks (``whole``: the block the part lies in, default the tensor)."""
+    return _requests(part, shape, stick, elem_bytes, hw.stick_bytes, hw.dma_burst_sticks, whole)
+
+
+@lru_cache(maxsize=1 << 16)
+def _requests(part: Box, shape, stick: int, elem_bytes: int, stick_bytes: int, burst: int, whole: Box | None) -> int:
     whole = whole or tuple((0, d) for d in shape)
-    runs = contiguous_runs(part, whole, stick, elem_bytes, hw.stick_bytes)
-    sticks = box_padded_bytes(part, stick, elem_bytes, hw.stick_bytes) // hw.stick_bytes
-    return runs * ceil(sticks / runs / hw.dma_burst_sticks)
+    runs = contiguous_runs(part, whole, stick, elem_bytes, stick_bytes)
+    sticks = box_padded_bytes(part, stick, elem_bytes, stick_bytes) // stick_bytes
+    return runs * ceil(sticks / runs / burst)
 
 
 @dataclass(frozen=True)
@@ -338,48 +366,52 @@ def analyse_edge(
     if not legal or inplace:
         return EdgeAnalysis(inplace, legal, 0.0, fan_in, copy, reason or why, runs)
     link, hops = ring_traffic(prod_lay, reads, tensor, hw)
-    ns = cm.relayout_ns(coef, runs, fan_in, copy, link, hops)
+    ns = float(cm.relayout_ns(coef, runs, fan_in, copy, link, hops))
     return EdgeAnalysis(inplace, legal, ns, fan_in, copy, why, runs, link, hops)
 
 
 def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> tuple[int, int]:
     """(bytes over the busiest directed ring link, longest hop count) when every consumer core gathers its
-    fragments from the owner cores, each the shorter way round (ties clockwise)."""
+    fragments from the owner cores, each the shorter way round (ties clockwise).
+
+    Vectorised over (consumer core, owner slice): per dim, the overlap of each consumer box with each
+    owner range (padded to sticks on the stick dim); their outer product is every fragment's bytes.
+    """
     n, sb, eb, stick = hw.cores, hw.stick_bytes, tensor.elem_bytes, prod_lay.stick
-    owner_of = {box: c for c, box in prod_lay.owner_boxes.items()}
-    ranges = [sorted({box[d] for box in owner_of}) for d in range(len(tensor.shape))]
-    cw, ccw = [0] * (2 * n + 1), [0] * (2 * n + 1)  # difference arrays over an unrolled ring
-    hops = 0
-    for c, box in reads:
-        # per dim, the owner ranges this core's box overlaps and by how much (padded to sticks on the stick dim)
-        hits = [
-            [(r, min(hi, r[1]) - max(lo, r[0])) for r in ranges[d] if r[0] < hi and lo < r[1]]
-            for d, (lo, hi) in enumerate(box)
-        ]
-        for combo in product(*hits):
-            o = owner_of.get(tuple(r for r, _ in combo))
-            if o is None or o == c:
-                continue
-            nbytes = sb
-            for d, (_, ext) in enumerate(combo):
-                nbytes *= -(-ext * eb // sb) if d == stick else ext
-            right, left = (c - o) % n, (o - c) % n
-            hops = max(hops, min(right, left))
-            if right <= left:  # links o -> o+1 ... on the way clockwise
-                cw[o] += nbytes
-                cw[o + right] -= nbytes
-            else:  # links c+1 -> c ... counter-clockwise, indexed by their source core minus one
-                ccw[c] += nbytes
-                ccw[c + left] -= nbytes
+    rank = len(tensor.shape)
+    ranges = [sorted({box[d] for box in prod_lay.owner_boxes.values()}) for d in range(rank)]
+    where = [{r: x for x, r in enumerate(rs)} for rs in ranges]
+    owner = np.full([len(rs) for rs in ranges], -1, dtype=np.int64)
+    for c, box in prod_lay.owner_boxes.items():
+        owner[tuple(where[d][box[d]] for d in range(rank))] = c
+    cores = np.array([c for c, _ in reads], dtype=np.int64)
+    nbytes = np.full((len(reads),) + (1,) * rank, sb, dtype=np.int64)
+    for d in range(rank):
+        lo = np.array([box[d][0] for _, box in reads], dtype=np.int64)[:, None]
+        hi = np.array([box[d][1] for _, box in reads], dtype=np.int64)[:, None]
+        r0, r1 = (np.array([r[k] for r in ranges[d]], dtype=np.int64)[None, :] for k in (0, 1))
+        ext = np.maximum(np.minimum(hi, r1) - np.maximum(lo, r0), 0)
+        if d == stick:
+            ext = -(-ext * eb // sb)
+        nbytes = nbytes * ext.reshape((len(reads),) + (1,) * d + (-1,) + (1,) * (rank - d - 1))
+    dst = np.broadcast_to(cores.reshape((-1,) + (1,) * rank), nbytes.shape)
+    src = np.broadcast_to(owner[None], nbytes.shape)
+    moves = (nbytes > 0) & (src >= 0) & (src != dst)
+    o, c, b = src[moves], dst[moves], nbytes[moves]
+    right, left = (c - o) % n, (o - c) % n
+    hops = int(np.minimum(right, left).max(initial=0))
+    cw, ccw = np.zeros(2 * n + 1, dtype=np.int64), np.zeros(2 * n + 1, dtype=np.int64)
+    way = right <= left  # clockwise: links o -> o+1 ...; else counter-clockwise, indexed by source core minus one
+    np.add.at(cw, o[way], b[way])
+    np.add.at(cw, o[way] + right[way], -b[way])
+    np.add.at(ccw, c[~way], b[~way])
+    np.add.at(ccw, c[~way] + left[~way], -b[~way])
     return max(_arc_max(cw, n), _arc_max(ccw, n)), hops
 
 
-def _arc_max(diff: list[int], n: int) -> int:
-    load, run = [0] * n, 0
-    for i in range(2 * n):
-        run += diff[i]
-        load[i % n] += run
-    return max(load)
+def _arc_max(diff: np.ndarray, n: int) -> int:
+    run = np.cumsum(diff[: 2 * n])
+    return int((run[:n] + run[n:]).max())
 
 
 def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[int, int, str]:
@@ -422,7 +454,7 @@ def restick_traffic(
 
 
 def restick_cost_ns(cands: OpCandidates, lay: Layout, j: int, stored: int, need: int, producer: Layout | None) -> float:
-    return cm.restick_ns(cands.coef, *restick_traffic(cands, lay, j, stored, need, producer))
+    return float(cm.restick_ns(cands.coef, *restick_traffic(cands, lay, j, stored, need, producer)))
 
 
 def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float]:
@@ -438,5 +470,5 @@ def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float
 
 __all__ = [
     "EdgeAnalysis", "Layout", "OpCandidates", "OperandRef", "analyse_edge", "box_extents",
-    "dma_requests", "leaf_read", "resolve", "restick_cost_ns", "restick_traffic", "ring_traffic",
+    "dma_requests", "leaf_read", "op_signature", "resolve", "restick_cost_ns", "restick_traffic", "ring_traffic",
 ]  # fmt: skip

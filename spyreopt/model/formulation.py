@@ -25,6 +25,7 @@ IOPDDL loads into it directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -96,25 +97,41 @@ class Formulation:
     name: str = "problem"
     _incident: dict = field(default_factory=dict, compare=False, repr=False)
 
-    # ---- structure -------------------------------------------------------
+    # ---- structure (indexes derived once, kept in ``_incident``) ---------------
+    def _derived(self, name: str, build):
+        if name not in self._incident:
+            self._incident[name] = build()
+        return self._incident[name]
+
     @property
     def num_steps(self) -> int:
-        his = [n.interval[1] for n in self.nodes] + [e.interval[1] for e in self.edges]
-        return max(his, default=0)
+        return self._derived(
+            "num_steps", lambda: max([n.interval[1] for n in self.nodes] + [e.interval[1] for e in self.edges], default=0)
+        )
 
     def incident_edges(self, i: int) -> list[int]:
-        """Edge indices touching node i (cached)."""
-        if not self._incident:
-            table: dict[int, list[int]] = {k: [] for k in range(len(self.nodes))}
+        """Edge indices touching node i."""
+
+        def build() -> list[list[int]]:
+            table: list[list[int]] = [[] for _ in self.nodes]
             for k, e in enumerate(self.edges):
                 table[e.u].append(k)
                 if e.v != e.u:
                     table[e.v].append(k)
-            self._incident.update(table)
-        return self._incident[i]
+            return table
+
+        return self._derived("incident", build)[i]
 
     def max_terms_of(self, i: int) -> list[int]:
-        return [t for t, m in enumerate(self.max_terms) if m.node == i]
+        """Max terms whose node is i."""
+
+        def build() -> list[list[int]]:
+            table: list[list[int]] = [[] for _ in self.nodes]
+            for t, m in enumerate(self.max_terms):
+                table[m.node].append(t)
+            return table
+
+        return self._derived("terms", build)[i]
 
     # ---- exact evaluation -----------------------------------------------
     def evaluate(self, assignment: tuple[int, ...] | list[int]) -> int:
@@ -146,12 +163,12 @@ class Formulation:
         return out
 
     def usage_profile(self, assignment) -> list[int]:
-        """Live usage at each time step 0..num_steps-1."""
-        steps = [0] * self.num_steps
+        """Live usage at each time step 0..num_steps-1 (Python ints: usages may be huge)."""
+        diff = [0] * (self.num_steps + 1)
         for b in self.buffers(assignment):
-            for t in range(b.lower, b.upper):
-                steps[t] += b.size
-        return steps
+            diff[b.lower] += b.size
+            diff[b.upper] -= b.size
+        return list(accumulate(diff[:-1]))
 
     def violations(self, assignment, offsets: dict[BufferKey, int] | None = None) -> list[str]:
         """Every hard constraint the assignment (and offsets) break; empty when feasible."""

@@ -20,6 +20,7 @@ POINTWISE_FNS = {
     "add", "sub", "mul", "div", "max", "min", "neg", "exp", "log", "sqrt", "rsqrt", "recip",
     "gelu", "silu", "relu", "tanh", "sigmoid", "square", "copy", "pow",
 }  # fmt: skip
+TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}  # slow path
 REDUCE_FNS = {"sum", "max", "min", "mean"}
 DEFAULT_DEVICE_MEMORY = 128 << 30  # HardwareSpec().device_memory_bytes; checked again per problem
 

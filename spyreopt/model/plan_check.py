@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
@@ -43,15 +43,16 @@ def fixed_problem(plan: Plan) -> Problem:
 
 def check_plan(plan: Plan) -> None:
     prob = fixed_problem(plan)
-    names = [t.name for t in plan.tensors]
-    if len(set(names)) != len(names):
+    names = {t.name for t in plan.tensors}
+    if len(names) != len(plan.tensors):
         raise PlanError("plan: duplicate tensor entries")
     missing = [o.output for o in prob.ops if o.output not in names]
     if missing:
         raise PlanError(f"plan: no decision for tensor(s) {missing}")
     base = [0] * len(prob.ops)
+    decisions = {o.name: o for o in plan.ops}
     for i, o in enumerate(prob.ops):
-        p = plan.op(o.name)
+        p = decisions[o.name]
         lay = prob.layout(i, 0)
         if p.cores != lay.division.cores:
             raise PlanError(f"op {o.name!r}: plan says {p.cores} cores, division uses {lay.division.cores}")
@@ -95,8 +96,9 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
     f = prob.formulation
     cap, align = prob.hw.planner_lx_bytes, prob.hw.stick_bytes
     buffers = []
+    records = {t.name: t for t in plan.tensors}
     for i, o in enumerate(prob.ops):
-        t = plan.tensor(o.output)
+        t = records[o.output]
         n = f.nodes[i]
         size = int(n.usages[a[i]])
         if t.residency != prob.candidates[i][0].residency:
@@ -122,10 +124,26 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
             raise PlanError(f"{name}: address {addr} is not a multiple of the {align}-byte stick")
         if addr < 0 or addr + size > cap:
             raise PlanError(f"{name}: [{addr}, {addr + size}) lies outside the scratchpad capacity {cap}")
-    for x, (na, aa, sa, la) in enumerate(buffers):
-        for nb, ab, sb, lb in buffers[x + 1 :]:
-            if la[0] < lb[1] and lb[0] < la[1] and aa < ab + sb and ab < aa + sa:
-                step = max(la[0], lb[0])
-                raise PlanError(
-                    f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}"
-                )
+    _check_overlaps(buffers)
+
+
+def _check_overlaps(buffers: list) -> None:
+    """No two buffers live at the same step overlap in address; the first such pair in order is named.
+
+    A sweep over lifetimes: only pairs live together are compared (not every pair)."""
+    order = sorted(range(len(buffers)), key=lambda x: buffers[x][3][0])
+    live: list[int] = []
+    clash = None
+    for x in order:
+        _, ax, sx, lx = buffers[x]
+        live = [y for y in live if buffers[y][3][1] > lx[0]]
+        for y in live:
+            _, ay, sy, ly = buffers[y]
+            if lx[0] < ly[1] and ly[0] < lx[1] and ax < ay + sy and ay < ax + sx:
+                pair = (min(x, y), max(x, y))
+                clash = pair if clash is None else min(clash, pair)
+        live.append(x)
+    if clash is not None:
+        (na, aa, sa, la), (nb, ab, sb, lb) = buffers[clash[0]], buffers[clash[1]]
+        step = max(la[0], lb[0])
+        raise PlanError(f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}")

@@ -12,6 +12,12 @@
    placement fails.
 
 Always returns a valid assignment when one with zero memory exists.
+
+Near-linear in the nodes: a node is re-examined only when a node its costs
+depend on has moved or a move it wanted did not fit in memory (an unchanged
+neighbourhood gives the same costs, so skipping it changes nothing), and the
+local costs come from ``FastView``, which computes ``LocalView``'s values with
+tables converted once instead of per call.
 """
 
 from __future__ import annotations
@@ -23,29 +29,107 @@ import numpy as np
 from spyreopt.errors import InfeasibleError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers.addresses import spill_until_placed
-from spyreopt.solvers.local import LocalView
+from spyreopt.solvers.local import INF, LocalView
+
+
+class FastView(LocalView):
+    """``LocalView`` with the same candidate costs, bit for bit (same float64 operations in the same
+    order), from per-node lists of float tables built once: the hot loop of greedy and its repairs."""
+
+    def __init__(self, f: Formulation):
+        super().__init__(f)
+        floats: dict[int, np.ndarray] = {}  # shared tables are converted once
+
+        def flt(a: np.ndarray) -> np.ndarray:
+            if id(a) not in floats:
+                floats[id(a)] = a.astype(np.float64)
+            return floats[id(a)]
+
+        self._alts = [
+            [(flt(alt.unary), [(f.edges[k].u, f.edges[k].v, flt(t)) for k, t in alt.edge_parts]) for alt in m.alternatives]
+            for m in f.max_terms
+        ]
+        self._inc = [[(f.edges[k].u, f.edges[k].v, self.edge_costs[k], f.edges[k].allowed) for k in ks] for ks in self.incident]
+
+    def candidate_costs(self, i: int, a) -> np.ndarray:
+        vec = self.node_costs[i].copy()
+        for u, v, table, allowed in self._inc[i]:
+            if u == i and v == i:
+                vec += np.diagonal(table)
+                bad = None if allowed is None else ~np.diagonal(allowed)
+            elif u == i:
+                vec += table[:, a[v]]
+                bad = None if allowed is None else ~allowed[:, a[v]]
+            else:
+                vec += table[a[u], :]
+                bad = None if allowed is None else ~allowed[a[u], :]
+            if bad is not None:
+                vec[bad] = INF
+        for t in self.terms[i]:
+            node = self.f.max_terms[t].node
+            best = None
+            for unary, parts in self._alts[t]:
+                val = unary if node == i else float(unary[a[node]])
+                for u, v, table in parts:
+                    if u == i and v == i:
+                        val = val + np.diagonal(table)
+                    elif u == i:
+                        val = val + table[:, a[v]]
+                    elif v == i:
+                        val = val + table[a[u], :]
+                    else:
+                        val = val + float(table[a[u], a[v]])
+                best = val if best is None else np.maximum(best, val)
+            if best is not None:
+                vec += best
+        return vec
+
+    def dependents(self) -> list[list[int]]:
+        """Per node j, the nodes whose candidate costs read j's choice."""
+        f = self.f
+        out: list[set[int]] = [set() for _ in f.nodes]
+        for i in range(len(f.nodes)):
+            for u, v, _, _ in self._inc[i]:
+                out[u].add(i)
+                out[v].add(i)
+            for t in self.terms[i]:
+                out[f.max_terms[t].node].add(i)
+                for _, parts in self._alts[t]:
+                    for u, v, _ in parts:
+                        out[u].add(i)
+                        out[v].add(i)
+        return [sorted(x - {j}) for j, x in enumerate(out)]
 
 
 def _optimistic_costs(view: LocalView, i: int, a: list[int | None]) -> np.ndarray:
     """Node i's candidate costs with unfixed neighbours at their best pair."""
     f = view.f
-    filled = list(a)
+    filled: dict[int, int] = {}  # unfixed nodes given their best candidate for this one evaluation
+
+    def fill(j: int) -> None:
+        if a[j] is None and j not in filled:
+            filled[j] = int(np.argmin(view.node_costs[j]))
+
     for k in view.incident[i]:
         e = f.edges[k]
-        other = e.v if e.u == i else e.u
-        if filled[other] is None:
-            filled[other] = int(np.argmin(view.node_costs[other]))
+        fill(e.v if e.u == i else e.u)
     for t in view.terms[i]:
         m = f.max_terms[t]
-        if filled[m.node] is None:
-            filled[m.node] = int(np.argmin(view.node_costs[m.node]))
+        fill(m.node)
         for alt in m.alternatives:
             for k, _ in alt.edge_parts:
-                for j in (f.edges[k].u, f.edges[k].v):
-                    if filled[j] is None:
-                        filled[j] = int(np.argmin(view.node_costs[j]))
-    filled[i] = 0
-    costs = view.candidate_costs(i, filled)
+                fill(f.edges[k].u)
+                fill(f.edges[k].v)
+    own = a[i]
+    for j, s in filled.items():
+        a[j] = s
+    a[i] = 0
+    try:
+        costs = view.candidate_costs(i, a)
+    finally:
+        for j in filled:
+            a[j] = None
+        a[i] = own
     # a forbidden pair with an unfixed neighbour is not final: keep it finite but last
     for k in view.incident[i]:
         e = f.edges[k]
@@ -66,16 +150,25 @@ def initial_assignment(view: LocalView) -> list[int]:
     for i in order:
         costs = _optimistic_costs(view, i, a)
         usage = f.nodes[i].usages
-        a[i] = int(min(range(len(costs)), key=lambda s: (costs[s], usage[s], s)))
+        a[i] = int(np.lexsort((np.arange(len(costs)), usage, costs))[0])  # least (cost, usage, index)
     return [int(x) for x in a]  # type: ignore[arg-type]
 
 
-def descend(view: LocalView, a: list[int], prof: np.ndarray, deadline: float) -> None:
-    """Best-improvement moves per node until a full pass changes nothing."""
+def descend(view: FastView, a: list[int], prof: np.ndarray, deadline: float) -> None:
+    """Best-improvement moves per node, in schedule order, until a pass changes nothing.
+
+    A pass skips the nodes whose costs cannot have changed since they last found no
+    improving candidate (no node they depend on moved): the same moves as full passes.
+    """
+    dependents = view.dependents()
+    dirty = np.ones(len(a), dtype=bool)
     improved = True
     while improved and time.perf_counter() < deadline:
         improved = False
         for i in range(len(a)):
+            if not dirty[i]:
+                continue
+            dirty[i] = False
             costs = view.candidate_costs(i, a)
             cur = costs[a[i]]
             for s in np.argsort(costs, kind="stable"):
@@ -87,7 +180,9 @@ def descend(view: LocalView, a: list[int], prof: np.ndarray, deadline: float) ->
                     view.apply(prof, delta)
                     a[i] = s
                     improved = True
+                    dirty[dependents[i]] = True
                     break
+                dirty[i] = True  # a better candidate did not fit: memory may free up later
 
 
 def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
@@ -96,16 +191,17 @@ def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
     limit = view.limit
     if limit is None:
         return
+    node_span = np.array([n.interval for n in f.nodes], dtype=np.int64).reshape(-1, 2)
+    held = [k for k, e in enumerate(f.edges) if e.usages is not None]  # edges that may hold a copy
+    edge_span = np.array([f.edges[k].interval for k in held], dtype=np.int64).reshape(-1, 2)
+    ends = np.array([(f.edges[k].u, f.edges[k].v) for k in held], dtype=np.int64).reshape(-1, 2)
     while prof.max(initial=0) > limit:
         t = int(np.argmax(prof))
         best = None
-        for i, n in enumerate(f.nodes):
-            touches = n.interval[0] <= t < n.interval[1] or any(
-                f.edges[k].interval[0] <= t < f.edges[k].interval[1] and f.edges[k].usages is not None
-                for k in view.incident[i]
-            )
-            if not touches:
-                continue
+        touching = (node_span[:, 0] <= t) & (t < node_span[:, 1])  # live at t, or an incident copy is
+        touching[ends[(edge_span[:, 0] <= t) & (t < edge_span[:, 1])].ravel()] = True
+        for i in np.flatnonzero(touching).tolist():
+            n = f.nodes[i]
             costs = view.candidate_costs(i, a)
             for s in range(n.num_candidates):
                 if s == a[i] or not np.isfinite(costs[s]):
@@ -131,7 +227,7 @@ def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
 def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options) -> Solution:
     start = time.perf_counter()
     deadline = start + time_limit
-    view = LocalView(f)
+    view = FastView(f)
     a = initial_assignment(view)
     prof = view.profile(a)
     repair_memory(view, a, prof)

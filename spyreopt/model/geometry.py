@@ -1,0 +1,110 @@
+"""The coefficient-free quantities of an op's layouts and of an edge's layout pairs, as arrays.
+
+These are what ``costmodel.spyre`` turns into time: bytes, DMA requests,
+restickify traffic, relayout runs and ring traffic. They depend on shapes,
+dtypes, views and the hardware only, never on names, so the Problem computes
+them once per op signature (``candidates.op_signature``) and per pair of
+signatures, and every op or edge with the same signature shares them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.costmodel.spyre import EdgeQuantities
+from spyreopt.model.candidates import OpCandidates, analyse_edge, restick_traffic
+from spyreopt.model.division import reduction_split
+from spyreopt.model.graph import Tensor
+from spyreopt.model.hardware import HardwareSpec
+
+
+@dataclass(frozen=True)
+class LayoutQuantities:
+    """Per layout of one op (arrays over its layouts; ``[L, operands]`` for the leaf restickify terms)."""
+
+    compute_ns: np.ndarray
+    psum_ns: np.ndarray
+    footprint: np.ndarray
+    write_bytes: np.ndarray
+    write_requests: np.ndarray
+    stream_bytes: np.ndarray
+    split: np.ndarray
+    leaf_bytes: np.ndarray
+    leaf_requests: np.ndarray
+    leaf_restick_bytes: np.ndarray
+    leaf_restick_requests: np.ndarray
+    leaf_restick: np.ndarray
+    reads_leaf: bool  # the op reads a graph input or weight: its device-memory read stream starts anyway
+
+
+def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
+    """``leaf[j]``: operand j is a graph input or weight (read from device memory, stored stick-on-last)."""
+    n, nj = len(oc.layouts), len(leaf)
+    lb, lr = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    rb, rr = np.zeros((n, nj), dtype=np.int64), np.zeros((n, nj), dtype=np.int64)
+    rs = np.zeros((n, nj), dtype=bool)
+    for li, lay in enumerate(oc.layouts):
+        for j in range(nj):
+            if not leaf[j]:
+                continue
+            stored = len(oc.g.tensors[oc.refs[j].base].shape) - 1
+            need = stored if lay.required[j] is None else lay.required[j]
+            lb[li] += oc.hbm_read_bytes(lay, j, need)
+            lr[li] += oc.hbm_read_requests(lay, j, need)
+            if need != stored:
+                rb[li, j], rr[li, j] = restick_traffic(oc, lay, j, stored, need, None)
+                rs[li, j] = True
+    lays = oc.layouts
+    return LayoutQuantities(
+        compute_ns=np.array([x.compute_ns for x in lays], dtype=np.float64),
+        psum_ns=np.array([x.psum_ns for x in lays], dtype=np.float64),
+        footprint=np.array([x.footprint for x in lays], dtype=np.int64),
+        write_bytes=np.array([x.write_bytes for x in lays], dtype=np.int64),
+        write_requests=np.array([x.write_requests for x in lays], dtype=np.int64),
+        stream_bytes=np.array([x.stream_bytes for x in lays], dtype=np.int64),
+        split=np.array([reduction_split(oc.space, x.division) > 1 for x in lays], dtype=bool),
+        leaf_bytes=lb,
+        leaf_requests=lr,
+        leaf_restick_bytes=rb,
+        leaf_restick_requests=rr,
+        leaf_restick=rs,
+        reads_leaf=any(leaf),
+    )
+
+
+def edge_quantities(
+    prod: OpCandidates, cons: OpCandidates, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
+) -> EdgeQuantities:
+    """Every (producer layout, consumer layout) pair of operand j: reads, restickify traffic, slice matching."""
+    shape = (len(prod.layouts), len(cons.layouts))
+    ints = {k: np.zeros(shape, dtype=np.int64) for k in _INT_FIELDS}
+    flags = {k: np.zeros(shape, dtype=bool) for k in ("restick", "inplace", "relayout_legal")}
+    for a, lay_u in enumerate(prod.layouts):
+        for b, lay_v in enumerate(cons.layouts):
+            need = lay_v.required[j]
+            restick = need is not None and need != lay_u.stick
+            stick = need if restick else lay_u.stick  # a device-memory read is of the copy in the needed stick
+            ints["read_bytes"][a, b] = cons.hbm_read_bytes(lay_v, j, stick)
+            ints["read_requests"][a, b] = cons.hbm_read_requests(lay_v, j, stick)
+            if restick:
+                flags["restick"][a, b] = True
+                hb, hr = restick_traffic(cons, lay_v, j, lay_u.stick, need, None)
+                xb, xr = restick_traffic(cons, lay_v, j, lay_u.stick, need, lay_u)
+                ints["hbm_restick_bytes"][a, b], ints["hbm_restick_requests"][a, b] = hb, hr
+                ints["lx_restick_bytes"][a, b], ints["lx_restick_requests"][a, b] = xb, xr
+                ints["restick_copy"][a, b] = cons.max_read_bytes(lay_v, j, need)  # written in the needed stick
+                continue
+            ea = analyse_edge(lay_u, cons, lay_v, j, tensor, hw, coef)
+            flags["inplace"][a, b], flags["relayout_legal"][a, b] = ea.inplace, ea.relayout_legal
+            ints["runs"][a, b], ints["fan_in"][a, b], ints["copy"][a, b] = ea.runs, ea.fan_in, ea.copy_bytes
+            ints["link"][a, b], ints["hops"][a, b] = ea.link_bytes, ea.hops
+    return EdgeQuantities(**flags, **ints)
+
+
+_INT_FIELDS = (
+    "read_bytes", "read_requests", "hbm_restick_bytes", "hbm_restick_requests", "lx_restick_bytes",
+    "lx_restick_requests", "restick_copy", "runs", "fan_in", "copy", "link", "hops",
+)  # fmt: skip

@@ -35,7 +35,8 @@ def _own_best(problem: Problem) -> list[int]:
     a = [min(range(len(c)), key=lambda s, c=c: (c[s].residency != "hbm", s)) for c in problem.candidates]
     for i, cands in enumerate(problem.candidates):
         costs = view.candidate_costs(i, a)
-        hbm = [s for s, c in enumerate(cands) if c.residency == "hbm"]
+        # an op pinned on chip (a restriction, a segment's boundary) keeps what it may: its own candidates
+        hbm = [s for s, c in enumerate(cands) if c.residency == "hbm"] or list(range(len(cands)))
         least = min(costs[s] for s in hbm)
         a[i] = min((s for s in hbm if costs[s] == least), key=lambda s: (-_kept_slicings(problem, a, i, s), s))
     return list(problem.normalize(a))
@@ -44,9 +45,8 @@ def _own_best(problem: Problem) -> list[int]:
 def _kept_slicings(problem: Problem, a: list[int], i: int, s: int) -> int:
     """How many of op i's producers, kept on chip with their chosen layout, candidate s would read in place."""
     kept = 0
-    for k, e in enumerate(problem.edges):
-        if e.consumer != i:
-            continue
+    for k in problem.in_edges[i]:
+        e = problem.edges[k]
         cands = problem.candidates[e.producer]
         resident = Candidate(cands[a[e.producer]].layout, "lx", "-")
         if resident in cands:
@@ -73,7 +73,7 @@ def independent(problem: Problem, *, time_limit: float, seed: int, **options) ->
     added: list[int] = []
     for i, cands in enumerate(problem.candidates):
         cur = cands[a[i]]
-        out_edges = [k for k, e in enumerate(problem.edges) if e.producer == i]
+        out_edges = problem.out_edges[i]
         if not out_edges:
             continue
         for residency in ("lx", "lx+hbm"):

@@ -60,7 +60,15 @@ def solve(
     if backend == "auto" and cache is None and decompose is None:  # chooses the method per problem: spyreopt.auto
         return _solve_auto(graph, **common)
     if cache is not None or decompose is not None:
-        return solve_cached(graph, backend, cache=cache, decompose=decompose, **common)
+        if backend != "auto":
+            return solve_cached(graph, backend, cache=cache, decompose=decompose, **common)
+        chosen = _auto_backend_for_each_problem(graph, decompose)
+        plan = solve_cached(graph, chosen, cache=cache, decompose=decompose, **common)
+        plan.stats["auto"] = {"method": chosen, "why": "cache or decompose given: one backend for every problem solved"}
+        plan.message = f"auto: {chosen} for every problem the cache or decomposition solves" + (
+            f"; {plan.message}" if plan.message else ""
+        )
+        return plan
     return solve_direct(graph, backend, **common)
 
 
@@ -68,3 +76,12 @@ def _solve_auto(graph: Graph | Problem, **kwargs: Any) -> Plan:
     from spyreopt.auto import solve as solve_auto  # imported on use: auto orchestrates backends and decomposition
 
     return solve_auto(graph, **kwargs)
+
+
+def _auto_backend_for_each_problem(graph: Graph | Problem, decompose: str | None) -> str:
+    """What auto runs when the cache or the layer decomposition drives: CP-SAT for a kernel or a layer
+    (small problems, where it proves optimality), anneal for a whole graph too large to prove."""
+    from spyreopt.auto import EXACT_OPS
+
+    ops = graph.ops if isinstance(graph, Problem) else [o for o in graph.ops.values() if o.kind != "view"]
+    return "cpsat" if decompose == "layers" or len(ops) <= EXACT_OPS else "anneal"

@@ -1,0 +1,134 @@
+"""The contest search: usage prices per time step (Lagrangian relaxation) driving exact forest DP.
+
+One round: re-optimise a random induced forest exactly under the current
+prices (cost + usage x price summed over the node's live steps), then make a
+copy feasible (repair at the peak step) and polish it with one-node moves that
+respect the hard limit; keep the best feasible. Prices rise where the relaxed
+solution overflows and decay where it has room, as the contest's winner did.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from spyreopt.contest import kernels as K
+from spyreopt.contest.reduce import Reduced
+
+
+@dataclass(frozen=True)
+class Graph:
+    """CSR adjacency of the merged edges: for node i, entries ptr[i]:ptr[i+1]."""
+
+    ptr: np.ndarray
+    nbr: np.ndarray
+    edg: np.ndarray
+    fst: np.ndarray  # True when node i is the edge's first node (row of the table)
+
+
+def build_graph(r: Reduced) -> Graph:
+    m = len(r.ea)
+    src = np.concatenate([r.ea, r.eb])
+    dst = np.concatenate([r.eb, r.ea])
+    eid = np.concatenate([np.arange(m), np.arange(m)])
+    fst = np.concatenate([np.ones(m, bool), np.zeros(m, bool)])
+    o = np.argsort(src, kind="stable")
+    ptr = np.zeros(r.n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=r.n), out=ptr[1:])
+    return Graph(ptr, dst[o].astype(np.int64), eid[o].astype(np.int64), fst[o])
+
+
+@dataclass
+class Result:
+    """Best feasible assignment of one search (reduced numbering), with its history."""
+
+    x: np.ndarray | None
+    cost: float
+    rounds: int
+    seconds_to_best: float
+    cut_by_clock: bool
+    seed: int
+
+
+class Search:
+    """State of one seeded search over a reduced instance."""
+
+    def __init__(self, r: Reduced, g: Graph, seed: int):
+        self.r, self.g, self.seed = r, g, seed
+        self.rng = np.random.default_rng(seed)
+        self.x = np.zeros(r.n, np.int64)
+        self.lam = np.zeros(r.horizon, np.float64)
+        self.best_x: np.ndarray | None = None
+        self.best = np.inf
+        self.near, self.grow, self.add, self.decay = 0.02, 0.5, 0.01, 0.97
+
+    # ---- pieces ---------------------------------------------------------
+    def _pens(self) -> np.ndarray:
+        r = self.r
+        c = np.concatenate([[0.0], np.cumsum(self.lam)])
+        return K.penalties(c, r.k, r.off, r.segptr, r.seglo, r.seghi, r.segoff, r.segu)
+
+    def _dp(self, pens: np.ndarray) -> int:
+        r, g = self.r, self.g
+        perm = self.rng.permutation(r.n)
+        return K.forest_dp(self.x, pens, perm, r.k, r.off, r.cost, g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
+
+    def cost(self, x: np.ndarray) -> float:
+        r = self.r
+        return K.total_cost(x, r.k, r.off, r.cost, r.ea, r.eb, r.eoff, r.ecost)
+
+    def profile(self, x: np.ndarray) -> np.ndarray:
+        r = self.r
+        return K.profile(x, r.segptr, r.seglo, r.seghi, r.segoff, r.segu, r.horizon)
+
+    def feasible_copy(self, x: np.ndarray, prof: np.ndarray, passes: int = 50) -> np.ndarray | None:
+        """Repair a copy of x to the limit and polish it; None when repair cannot reach the limit."""
+        r, g = self.r, self.g
+        y = x.copy()
+        segs = (r.segptr, r.seglo, r.seghi, r.segoff, r.segu)
+        adj = (g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
+        if not K.repair(y, prof, r.usage_limit, r.k, r.off, r.cost, *segs, *adj):
+            return None
+        order = self.rng.permutation(r.n)
+        K.polish(y, self.profile(y), r.usage_limit, order, passes, r.k, r.off, r.cost, *segs, *adj)
+        return y
+
+    # ---- the loop -------------------------------------------------------
+    def run(self, deadline: float, max_rounds: int, on_best: Callable[[float, int], None] | None = None) -> Result:
+        r = self.r
+        t0 = time.monotonic()
+        t_best = 0.0
+        zero = np.zeros(len(r.cost))
+        for _ in range(3):
+            if self._dp(zero) == 0:
+                break
+        prof = self.profile(self.x)
+        live = float(prof.sum())
+        step = self.cost(self.x) / max(float(live), 1.0)  # price scale: usage priced like the average cost
+        rounds, cut = 0, False
+        limit = r.usage_limit
+        near = 1.0 + self.near
+        for rounds in range(1, max_rounds + 1):
+            if time.monotonic() > deadline:
+                cut = True
+                rounds -= 1
+                break
+            peak = prof.max() if len(prof) else 0
+            if peak <= near * limit or (self.best_x is None and rounds % 50 == 0):
+                y = self.feasible_copy(self.x, prof, passes=3)
+                if y is not None:
+                    c = self.cost(y)
+                    if c < self.best:
+                        self.best, self.best_x, t_best = c, y, time.monotonic() - t0
+                        if on_best is not None:
+                            on_best(c, rounds)
+            rel = (prof - limit) / limit
+            over = rel > 0
+            self.lam[over] = self.lam[over] * (1.0 + self.grow * np.minimum(rel[over], 1.0)) + step * self.add * rel[over]
+            self.lam[~over] *= self.decay
+            self._dp(self._pens())
+            prof = self.profile(self.x)
+        return Result(self.best_x, self.best, rounds, t_best, cut, self.seed)

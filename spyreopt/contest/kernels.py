@@ -271,7 +271,9 @@ def _apply(g, cur, s, prof, bmax, lazy, segptr, seglo, seghi, segoff, segu):  # 
 
 
 @njit(cache=True)
-def repair(x, prof, limit, k, off, cost, segptr, seglo, seghi, segoff, segu, ptr, nbr, edg, fst, eoff, ecost):  # pragma: no cover
+def repair(
+    x, prof, limit, k, off, cost, segptr, seglo, seghi, segoff, segu, ptr, nbr, edg, fst, eoff, ecost
+):  # pragma: no cover
     """Lower the peak until it fits: at the worst step, the move with least cost per unit of usage freed.
 
     A move never raises another segment above the limit. Returns False when no move frees usage there.
@@ -313,8 +315,9 @@ def repair(x, prof, limit, k, off, cost, segptr, seglo, seghi, segoff, segu, ptr
 
 
 @njit(cache=True)
-def polish(x, prof0, limit, order, passes, k, off, cost, segptr, seglo, seghi, segoff, segu, ptr, nbr, edg, fst, eoff,
-           ecost):  # pragma: no cover - compiled
+def polish(
+    x, prof0, limit, order, passes, k, off, cost, segptr, seglo, seghi, segoff, segu, ptr, nbr, edg, fst, eoff, ecost
+):  # pragma: no cover - compiled
     """Best-improvement one-node moves that keep every step within the limit, until none improves."""
     prof = prof0.copy()
     bmax, lazy = _blocks(prof)

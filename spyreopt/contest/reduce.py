@@ -111,7 +111,9 @@ def _prune(k, off, cost, eu, ev, eoff, ecost, big):  # pragma: no cover - compil
 
 
 @njit(cache=True)
-def _gather(k_old, off_old, pos, k, eu, ev, eoff_old, ecost_old, order, ea, eb, group, eoff, out, inf):  # pragma: no cover
+def _gather(
+    k_old, off_old, pos, k, eu, ev, eoff_old, ecost_old, order, ea, eb, group, eoff, out, inf
+):  # pragma: no cover
     """Sum each kept edge's alive sub-table into its merged slot (transposed when reversed)."""
     for j in range(len(order)):
         e = order[j]
@@ -151,8 +153,23 @@ def reduce_instance(inst: Instance) -> Reduced:
     eoff_all = np.zeros(m + 1, np.int64)
     np.cumsum(k[inst.eu] * k[inst.ev], out=eoff_all[1:])
     flat = np.zeros(int(eoff_all[-1]), np.float64)
-    _gather(inst.k, inst.off, pos, k, inst.eu, inst.ev, inst.eoff, inst.ecost, order, inst.eu, inst.ev, order,
-            eoff_all, flat, INF)
+    _gather(
+        inst.k,
+        inst.off,
+        pos,
+        k,
+        inst.eu,
+        inst.ev,
+        inst.eoff,
+        inst.ecost,
+        order,
+        inst.eu,
+        inst.ev,
+        order,
+        eoff_all,
+        flat,
+        INF,
+    )
     tabs = [flat[eoff_all[e] : eoff_all[e + 1]].reshape(k[inst.eu[e]], k[inst.ev[e]]) for e in range(m)]
     rep, fmap, members = follower_groups(k, inst.eu, inst.ev, tabs)
     reps = np.flatnonzero(rep == np.arange(inst.n))
@@ -230,6 +247,23 @@ def reduce_instance(inst: Instance) -> Reduced:
         "edges": len(keys),
         "free_groups": int((kg > 1).sum()),
     }
-    return Reduced(np.asarray(kg), goff, np.concatenate(unary) if unary else np.zeros(0), segptr, seglo, seghi,
-                   segoff, segu, ea, eb, eoff, ecost.astype(np.float64), limit, horizon, gid[rep], wmap_off,
-                   wmap.astype(np.int64), stats)
+    return Reduced(
+        np.asarray(kg),
+        goff,
+        np.concatenate(unary) if unary else np.zeros(0),
+        segptr,
+        seglo,
+        seghi,
+        segoff,
+        segu,
+        ea,
+        eb,
+        eoff,
+        ecost.astype(np.float64),
+        limit,
+        horizon,
+        gid[rep],
+        wmap_off,
+        wmap.astype(np.int64),
+        stats,
+    )

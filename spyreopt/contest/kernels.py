@@ -61,12 +61,8 @@ def _find(uf, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def forest_dp(x, pens, perm, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # pragma: no cover - compiled
-    """Re-optimise an induced forest exactly (min cost + usage price ``pens``); nodes outside it stay fixed.
-
-    The forest takes nodes in ``perm`` order when they do not close a cycle with
-    the nodes already taken. Returns how many nodes changed strategy.
-    """
+def induced_forest(perm, k, ptr, nbr):  # pragma: no cover - compiled
+    """Nodes taken in ``perm`` order unless they close a cycle; every edge among them is a tree edge."""
     n = len(k)
     uf = np.arange(n)
     ins = np.zeros(n, np.bool_)
@@ -90,7 +86,54 @@ def forest_dp(x, pens, perm, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # 
             w = nbr[j]
             if ins[w]:
                 uf[_find(uf, w)] = v
-    # breadth-first order of every tree, parents and the edge to them
+    tree = np.zeros(len(nbr), np.bool_)
+    for v in range(n):
+        if ins[v]:
+            for j in range(ptr[v], ptr[v + 1]):
+                tree[j] = ins[nbr[j]]
+    return ins, tree
+
+
+@njit(cache=True)
+def spanning_forest(edge_perm, k, ptr, nbr, edg):  # pragma: no cover - compiled
+    """Every free node, joined by the edges taken in ``edge_perm`` order unless they close a cycle (Kruskal)."""
+    n = len(k)
+    uf = np.arange(n)
+    ins = k > 1
+    take = np.zeros(edge_perm.max() + 1 if len(edge_perm) else 0, np.bool_)
+    # endpoints of each edge from the adjacency
+    ea = np.full(len(take), -1, np.int64)
+    eb = np.full(len(take), -1, np.int64)
+    for v in range(n):
+        for j in range(ptr[v], ptr[v + 1]):
+            e = edg[j]
+            if ea[e] < 0:
+                ea[e] = v
+            else:
+                eb[e] = v
+    for e in edge_perm:
+        a, b = ea[e], eb[e]
+        if a < 0 or b < 0 or not (ins[a] and ins[b]):
+            continue
+        ra, rb = _find(uf, a), _find(uf, b)
+        if ra != rb:
+            uf[ra] = rb
+            take[e] = True
+    tree = np.zeros(len(nbr), np.bool_)
+    for j in range(len(nbr)):
+        tree[j] = take[edg[j]]
+    return ins, tree
+
+
+@njit(cache=True)
+def tree_dp(x, pens, perm, ins, tree, share, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # pragma: no cover
+    """Minimise cost + ``pens`` over the nodes ``ins`` along the adjacency entries ``tree`` (a forest).
+
+    Edges to nodes outside ``ins`` count at their current strategy; an edge between two nodes of
+    ``ins`` that is not a tree edge counts half on each side at the other's current strategy (exact
+    when there is none, as for an induced forest). Returns the new assignment.
+    """
+    n = len(k)
     order = np.empty(n, np.int64)
     parent = np.full(n, -1, np.int64)
     pedge = np.zeros(n, np.int64)
@@ -109,14 +152,13 @@ def forest_dp(x, pens, perm, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # 
             head += 1
             for j in range(ptr[v], ptr[v + 1]):
                 w = nbr[j]
-                if ins[w] and not seen[w]:
+                if tree[j] and not seen[w]:
                     seen[w] = True
                     parent[w] = v
                     pedge[w] = edg[j]
                     pfirst[w] = fst[j]  # v (the parent) is the edge's first node
                     order[cnt] = w
                     cnt += 1
-    # unary part: own cost, usage price, edges to fixed nodes
     acc = np.empty(len(cost), np.float64)
     for h in range(cnt):
         v = order[h]
@@ -124,11 +166,12 @@ def forest_dp(x, pens, perm, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # 
         for s in range(kv):
             acc[off[v] + s] = cost[off[v] + s] + pens[off[v] + s]
         for j in range(ptr[v], ptr[v + 1]):
-            w = nbr[j]
-            if ins[w]:
+            if tree[j]:
                 continue
+            w = nbr[j]
+            half = share if ins[w] else 1.0
             for s in range(kv):
-                acc[off[v] + s] += _edge(eoff, ecost, edg[j], fst[j], kv, k[w], s, x[w])
+                acc[off[v] + s] += half * _edge(eoff, ecost, edg[j], fst[j], kv, k[w], s, x[w])
     aoff = np.zeros(n + 1, np.int64)
     for h in range(cnt):
         v = order[h]
@@ -152,7 +195,7 @@ def forest_dp(x, pens, perm, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # 
                     best_s = sv
             acc[off[p] + sp] += best
             arg[aoff[v] + sp] = best_s
-    changed = 0
+    y = x.copy()
     for h in range(cnt):
         v = order[h]
         p = parent[v]
@@ -164,11 +207,18 @@ def forest_dp(x, pens, perm, k, off, cost, ptr, nbr, edg, fst, eoff, ecost):  # 
                     best = acc[off[v] + t]
                     s = t
         else:
-            s = arg[aoff[v] + x[p]]
-        if s != x[v]:
-            changed += 1
-            x[v] = s
-    return changed
+            s = arg[aoff[v] + y[p]]
+        y[v] = s
+    return y
+
+
+@njit(cache=True)
+def priced_cost(x, pens, k, off, cost, ea, eb, eoff, ecost):  # pragma: no cover - compiled
+    """Cost plus usage prices: the relaxed objective the DP minimises."""
+    t = total_cost(x, k, off, cost, ea, eb, eoff, ecost)
+    for i in range(len(k)):
+        t += pens[off[i] + x[i]]
+    return t
 
 
 @njit(cache=True)
@@ -351,3 +401,45 @@ def polish(
         if improved == 0:
             break
     return moves
+
+
+@njit(cache=True)
+def bp_sweep(msg, moff, rev, theta, damp, k, off, ptr, nbr, edg, fst, eoff, ecost):  # pragma: no cover - compiled
+    """One sweep of damped min-sum belief propagation; returns the argmin of every node's belief.
+
+    ``msg[moff[j]:...]`` is the message along adjacency entry j (owner -> neighbour), over the
+    neighbour's strategies; ``rev[j]`` is the entry of the same edge in the neighbour's list.
+    """
+    n = len(k)
+    x = np.zeros(n, np.int64)
+    bel = np.empty(k.max(), np.float64)
+    for v in range(n):
+        kv = k[v]
+        for s in range(kv):
+            bel[s] = theta[off[v] + s]
+        for j in range(ptr[v], ptr[v + 1]):
+            mi = moff[rev[j]]
+            for s in range(kv):
+                bel[s] += msg[mi + s]
+        for j in range(ptr[v], ptr[v + 1]):
+            w = nbr[j]
+            kw = k[w]
+            mi = moff[rev[j]]
+            mo = moff[j]
+            lo = np.inf
+            for sw in range(kw):
+                best = np.inf
+                for sv in range(kv):
+                    val = bel[sv] - msg[mi + sv] + _edge(eoff, ecost, edg[j], fst[j], kv, kw, sv, sw)
+                    if val < best:
+                        best = val
+                msg[mo + sw] = damp * msg[mo + sw] + (1.0 - damp) * best
+                lo = min(lo, msg[mo + sw])
+            for sw in range(kw):
+                msg[mo + sw] -= lo
+        b = 0
+        for s in range(kv):
+            if bel[s] < bel[b]:
+                b = s
+        x[v] = b
+    return x

@@ -27,6 +27,8 @@ class Graph:
     nbr: np.ndarray
     edg: np.ndarray
     fst: np.ndarray  # True when node i is the edge's first node (row of the table)
+    rev: np.ndarray  # the entry of the same edge in the neighbour's list
+    moff: np.ndarray  # offsets of the belief-propagation message along each entry (neighbour's strategies)
 
 
 def build_graph(r: Reduced) -> Graph:
@@ -38,7 +40,13 @@ def build_graph(r: Reduced) -> Graph:
     o = np.argsort(src, kind="stable")
     ptr = np.zeros(r.n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=r.n), out=ptr[1:])
-    return Graph(ptr, dst[o].astype(np.int64), eid[o].astype(np.int64), fst[o])
+    nbr, edg, fst = dst[o].astype(np.int64), eid[o].astype(np.int64), fst[o]
+    at = np.zeros((2, m), np.int64)  # adjacency entry of each edge at its first / second node
+    at[np.where(fst, 0, 1), edg] = np.arange(len(edg))
+    rev = np.where(fst, at[1, edg], at[0, edg]).astype(np.int64)
+    moff = np.zeros(len(nbr) + 1, np.int64)
+    np.cumsum(r.k[nbr], out=moff[1:])
+    return Graph(ptr, nbr, edg, fst, rev, moff)
 
 
 @dataclass
@@ -64,6 +72,10 @@ class Search:
         self.best_x: np.ndarray | None = None
         self.best = np.inf
         self.near, self.grow, self.add, self.decay = 0.02, 0.5, 0.01, 0.97
+        self.share = 0.5
+        self.damp = 0.8
+        self.warm_bp = 100
+        self.msg = np.zeros(g.moff[-1], np.float64)
 
     # ---- pieces ---------------------------------------------------------
     def _pens(self) -> np.ndarray:
@@ -72,9 +84,30 @@ class Search:
         return K.penalties(c, r.k, r.off, r.segptr, r.seglo, r.seghi, r.segoff, r.segu)
 
     def _dp(self, pens: np.ndarray) -> int:
+        """An exact induced-forest step, then a spanning-forest proposal kept when it lowers the priced cost."""
         r, g = self.r, self.g
+        adj = (r.k, r.off, r.cost, g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
         perm = self.rng.permutation(r.n)
-        return K.forest_dp(self.x, pens, perm, r.k, r.off, r.cost, g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
+        ins, tree = K.induced_forest(perm, r.k, g.ptr, g.nbr)
+        y = K.tree_dp(self.x, pens, perm, ins, tree, 0.5, *adj)
+        changed = int((y != self.x).sum())
+        self.x = y
+        ins, tree = K.spanning_forest(self.rng.permutation(len(r.ea)), r.k, g.ptr, g.nbr, g.edg)
+        y = K.tree_dp(self.x, pens, perm, ins, tree, self.share, *adj)
+        priced = (r.k, r.off, r.cost, r.ea, r.eb, r.eoff, r.ecost)
+        if K.priced_cost(y, pens, *priced) < K.priced_cost(self.x, pens, *priced):
+            changed += int((y != self.x).sum())
+            self.x = y
+        return changed
+
+    def _bp(self, pens: np.ndarray) -> None:
+        """A damped min-sum BP sweep on cost + prices; its decoding, when it lowers the priced cost, replaces x."""
+        r, g = self.r, self.g
+        y = K.bp_sweep(self.msg, g.moff, g.rev, r.cost + pens, self.damp, r.k, r.off, g.ptr, g.nbr, g.edg, g.fst,
+                       r.eoff, r.ecost)  # fmt: skip
+        priced = (r.k, r.off, r.cost, r.ea, r.eb, r.eoff, r.ecost)
+        if K.priced_cost(y, pens, *priced) < K.priced_cost(self.x, pens, *priced):
+            self.x = y
 
     def cost(self, x: np.ndarray) -> float:
         r = self.r
@@ -121,6 +154,8 @@ class Search:
             self.best, self.best_x = self.cost(y), y
             t_best = time.monotonic() - t0
         zero = np.zeros(len(r.cost))
+        for _ in range(self.warm_bp):
+            self._bp(zero)
         for _ in range(3):
             if self._dp(zero) == 0:
                 break
@@ -150,6 +185,8 @@ class Search:
                 self.lam[over] * (1.0 + self.grow * np.minimum(rel[over], 1.0)) + step * self.add * rel[over]
             )
             self.lam[~over] *= self.decay
-            self._dp(self._pens())
+            pens = self._pens()
+            self._bp(pens)
+            self._dp(pens)
             prof = self.profile(self.x)
         return Result(self.best_x, self.best, rounds, t_best, cut, self.seed)

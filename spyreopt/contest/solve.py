@@ -44,6 +44,11 @@ def _child(r: Reduced, seed: int, deadline: float, max_rounds: int, conn) -> Non
     conn.close()
 
 
+def _exact_child(r: Reduced, deadline: float, conn) -> None:
+    conn.send(solve_exact(r, deadline))
+    conn.close()
+
+
 def _search_two(r: Reduced, seed: int, deadline: float, max_rounds: int, on_best) -> Result:
     """Two independent searches (seeds ``seed`` here and ``seed + 1`` in a forked child); the cheaper wins."""
     ctx = mp.get_context("fork")
@@ -90,16 +95,22 @@ def solve_document(
         say(f"[{time.monotonic() - start:5.1f}s] round {rounds}: cost {cost:,.0f}")
 
     small = model_size(r) <= EXACT_MAX_BOOLS and int((r.k > 1).sum()) <= 3000
-    if small:
-        warm = min(start + t_load + 0.1 * time_limit, deadline)
-        res = Search(r, build_graph(r), seed).run(warm, max_rounds, on_best)
+    if small:  # MILP in a child (killed at the deadline: HiGHS can overrun its own limit), search here
+        say(f"[{time.monotonic() - start:5.1f}s] MILP (HiGHS) on the whole reduced problem, search alongside")
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_exact_child, args=(r, deadline, send), daemon=True)
+        proc.start()
+        res = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best)
         res.seconds_to_best += t_load
-        say(f"[{time.monotonic() - start:5.1f}s] MILP (HiGHS) on the whole reduced problem")
-        x, optimal = solve_exact(r, deadline)
+        x, optimal = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0.0)) else (None, False)
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
         method = "forest-dp + milp"
         if x is not None:
             c = Search(r, build_graph(r), seed).cost(x)
-            if res.x is None or c < res.cost:
+            if res.x is None or c <= res.cost:
                 res = Result(x, c, res.rounds, time.monotonic() - start, not optimal, seed)
         cut = not optimal
     else:

@@ -87,9 +87,12 @@ def segments(lo: np.ndarray, hi: np.ndarray, use: np.ndarray) -> tuple[np.ndarra
 
     ``use`` is [members, strategies]; zero segments are dropped and equal neighbours joined.
     """
+    if len(lo) == 1:  # the common case: a node alone
+        keep = lo[0] < hi[0] and use[0].any()
+        return (lo, hi, use) if keep else (lo[:0], hi[:0], use[:0])
     live = (lo < hi) & use.any(axis=1)
     lo, hi, use = lo[live], hi[live], use[live]
-    if len(lo) == 0:
+    if len(lo) <= 1:
         return lo, hi, use
     cuts = np.unique(np.concatenate([lo, hi]))
     d = np.zeros((len(cuts), use.shape[1]), np.int64)

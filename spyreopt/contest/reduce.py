@@ -206,7 +206,7 @@ def reduce_instance(inst: Instance) -> Reduced:
     for e in np.flatnonzero(~inside):
         a, b = inst.eu[e], inst.ev[e]
         ga, gb = int(gid[rep[a]]), int(gid[rep[b]])
-        t = tabs[e][np.ix_(maps[a], maps[b])]
+        t = tabs[e][maps[a][:, None], maps[b]]
         if kg[gb] == 1:
             unary[ga] += t[:, 0]
         elif kg[ga] == 1:

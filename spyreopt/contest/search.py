@@ -144,7 +144,14 @@ class Search:
         return x
 
     # ---- the loop -------------------------------------------------------
-    def run(self, deadline: float, max_rounds: int, on_best: Callable[[float, int], None] | None = None) -> Result:
+    def run(
+        self,
+        deadline: float,
+        max_rounds: int,
+        on_best: Callable[[float, int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Result:
+        """Rounds until ``max_rounds``, the deadline (``cut_by_clock``) or ``stop()`` (checked every round)."""
         r = self.r
         t0 = time.monotonic()
         t_best = 0.0
@@ -170,6 +177,9 @@ class Search:
                 cut = True
                 rounds -= 1
                 break
+            if stop is not None and stop():
+                rounds -= 1
+                break
             peak = prof.max() if len(prof) else 0
             if peak <= near * limit or (self.best_x is None and rounds % 50 == 0):
                 y = self.feasible_copy(self.x, prof, passes=3)
@@ -189,4 +199,8 @@ class Search:
             self._bp(pens)
             self._dp(pens)
             prof = self.profile(self.x)
+        if self.best_x is not None:  # a last, longer polish of the best
+            y = self.feasible_copy(self.best_x, self.profile(self.best_x), passes=50)
+            if y is not None and self.cost(y) < self.best:
+                self.best, self.best_x = self.cost(y), y
         return Result(self.best_x, self.best, rounds, t_best, cut, self.seed)

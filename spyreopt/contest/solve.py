@@ -101,7 +101,7 @@ def solve_document(
         recv, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_exact_child, args=(r, deadline, send), daemon=True)
         proc.start()
-        res = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best)
+        res = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best, stop=recv.poll)
         res.seconds_to_best += t_load
         x, optimal = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0.0)) else (None, False)
         if proc.is_alive():

@@ -79,12 +79,12 @@ def run(args: argparse.Namespace) -> int:
             if out.cut_by_clock
             else "finished before the clock (same seed, same solution)"
         )
-    print(f"cost: {v.cost:,}")
+    print(f"cost: {v.cost}")
     print(f"feasible: {v.feasible}  (peak usage {v.peak_usage:,} of limit {v.usage_limit:,})")
     if known:
         best = known["best_cost"]
-        print(f"best known: {best:,}  score: {best / v.cost if v.feasible and v.cost > 0 else 0.0:.4f}")
+        print(f"best known: {best}  score: {best / v.cost if v.feasible and v.cost > 0 else 0.0:.4f}")
     else:
-        print("best known: unknown (not a contest instance)")
+        print("best known: unknown (not a contest instance)  score: n/a")
     print(f"solution: {args.out}")
     return 0 if v.feasible else 1

@@ -103,22 +103,30 @@ def instance_from_document(doc: dict) -> Instance:
     cost = _flat(costs, "problem.nodes.costs", int(off[-1]))
     usage = _flat(usages, "problem.nodes.usages", int(off[-1]))
     if (usage < 0).any():
-        raise FormatError("problem.nodes.usages: negative usage")
-    if (_lengths(intervals, "problem.nodes.intervals") != 2).any():
-        raise FormatError("problem.nodes.intervals: every entry must be [lower, upper]")
+        i = int(np.searchsorted(off, int(np.flatnonzero(usage < 0)[0]), side="right") - 1)
+        raise FormatError(f"problem.nodes.usages[{i}]: negative usage")
+    two = _lengths(intervals, "problem.nodes.intervals") != 2
+    if two.any():
+        raise FormatError(f"problem.nodes.intervals[{int(np.flatnonzero(two)[0])}]: expected [lower, upper]")
     iv = _flat(intervals, "problem.nodes.intervals", 2 * n).reshape(n, 2)
-    if n and ((iv[:, 0] < 0) | (iv[:, 1] < iv[:, 0])).any():
-        raise FormatError("problem.nodes.intervals: need 0 <= lower <= upper")
+    bad = (iv[:, 0] < 0) | (iv[:, 1] < iv[:, 0])
+    if bad.any():
+        raise FormatError(f"problem.nodes.intervals[{int(np.flatnonzero(bad)[0])}]: need 0 <= lower <= upper")
     enodes = _get(edges, "nodes", "problem.edges")
     ecosts = _get(edges, "costs", "problem.edges")
     if len(ecosts) != len(enodes):
         raise FormatError(f"problem.edges.costs: {len(ecosts)} entries, problem.edges.nodes has {len(enodes)}")
-    if (_lengths(enodes, "problem.edges.nodes") != 2).any():
-        raise FormatError("problem.edges.nodes: only pairwise edges [u, v] are supported")
+    two = _lengths(enodes, "problem.edges.nodes") != 2
+    if two.any():
+        raise FormatError(
+            f"problem.edges.nodes[{int(np.flatnonzero(two)[0])}]: only pairwise edges [u, v] are supported"
+        )
     m = len(enodes)
     ends = _flat(enodes, "problem.edges.nodes", 2 * m).reshape(m, 2)
-    if m and ((ends < 0) | (ends >= n)).any():
-        raise FormatError(f"problem.edges.nodes: node index out of range 0..{n - 1}")
+    bad = ((ends < 0) | (ends >= n)).any(axis=1)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise FormatError(f"problem.edges.nodes[{j}]: node index out of range 0..{n - 1}")
     eu, ev = ends[:, 0].copy(), ends[:, 1].copy()
     size = k[eu] * k[ev]
     ke = _lengths(ecosts, "problem.edges.costs")

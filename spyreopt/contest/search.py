@@ -1,10 +1,13 @@
-"""The contest search: usage prices per time step (Lagrangian relaxation) driving exact forest DP.
+"""The contest search: usage prices per time step (Lagrangian relaxation) over exact and BP moves.
 
-One round: re-optimise a random induced forest exactly under the current
-prices (cost + usage x price summed over the node's live steps), then make a
-copy feasible (repair at the peak step) and polish it with one-node moves that
-respect the hard limit; keep the best feasible. Prices rise where the relaxed
-solution overflows and decay where it has room, as the contest's winner did.
+One round: minimise cost + usage x price (summed over each segment's live
+steps) with a damped min-sum belief-propagation sweep (optional) and an exact
+induced-forest DP plus a spanning-forest proposal; then make a copy feasible
+(repair at the peak step) and polish it with one-node moves that respect the
+hard limit; keep the best feasible. Prices first grow where the relaxed
+solution overflows (until a feasible solution exists), then follow projected
+subgradient steps sized by the gap between the best feasible cost and the
+dual value (Polyak), as in the contest winner's usage-constrained relaxation.
 """
 
 from __future__ import annotations
@@ -64,8 +67,8 @@ class Result:
 class Search:
     """State of one seeded search over a reduced instance."""
 
-    def __init__(self, r: Reduced, g: Graph, seed: int):
-        self.r, self.g, self.seed = r, g, seed
+    def __init__(self, r: Reduced, g: Graph, seed: int, use_bp: bool = True):
+        self.r, self.g, self.seed, self.use_bp = r, g, seed, use_bp
         self.rng = np.random.default_rng(seed)
         self.x = np.zeros(r.n, np.int64)
         self.lam = np.zeros(r.horizon, np.float64)
@@ -75,6 +78,7 @@ class Search:
         self.share = 0.5
         self.damp = 0.8
         self.warm_bp = 100
+        self.polyak, self.theta, self.best_dual, self.stall, self.stall_max = True, 1.0, -np.inf, 0, 20
         self.msg = np.zeros(g.moff[-1], np.float64)
 
     # ---- pieces ---------------------------------------------------------
@@ -108,6 +112,24 @@ class Search:
         priced = (r.k, r.off, r.cost, r.ea, r.eb, r.eoff, r.ecost)
         if K.priced_cost(y, pens, *priced) < K.priced_cost(self.x, pens, *priced):
             self.x = y
+
+    def _polyak_step(self, prof: np.ndarray, pens: np.ndarray) -> None:
+        """Projected subgradient step on the prices, sized by the gap to the best feasible cost (Polyak)."""
+        r = self.r
+        sub = (prof - r.usage_limit).astype(np.float64)
+        sub[(self.lam <= 0) & (sub < 0)] = 0.0
+        norm = float(sub @ sub)
+        if norm == 0.0:
+            return
+        dual = self.cost(self.x) + float(pens[r.off[:-1] + self.x].sum()) - float(self.lam.sum()) * r.usage_limit
+        if dual > self.best_dual:
+            self.best_dual, self.stall = dual, 0
+        else:
+            self.stall += 1
+            if self.stall >= self.stall_max:
+                self.theta, self.stall = max(self.theta / 2, 1e-3), 0
+        gap = max(self.best - dual, 0.01 * abs(self.best))
+        np.maximum(self.lam + self.theta * gap / norm * sub, 0.0, out=self.lam)
 
     def cost(self, x: np.ndarray) -> float:
         r = self.r
@@ -161,7 +183,7 @@ class Search:
             self.best, self.best_x = self.cost(y), y
             t_best = time.monotonic() - t0
         zero = np.zeros(len(r.cost))
-        for _ in range(self.warm_bp):
+        for _ in range(self.warm_bp if self.use_bp else 0):
             self._bp(zero)
         for _ in range(3):
             if self._dp(zero) == 0:
@@ -171,6 +193,7 @@ class Search:
         step = self.cost(self.x) / max(float(live), 1.0)  # price scale: usage priced like the average cost
         rounds, cut = 0, False
         limit = r.usage_limit
+        pens = zero
         near = 1.0 + self.near
         for rounds in range(1, max_rounds + 1):
             if time.monotonic() > deadline:
@@ -189,14 +212,18 @@ class Search:
                         self.best, self.best_x, t_best = c, y, time.monotonic() - t0
                         if on_best is not None:
                             on_best(c, rounds)
-            rel = (prof - limit) / limit
-            over = rel > 0
-            self.lam[over] = (
-                self.lam[over] * (1.0 + self.grow * np.minimum(rel[over], 1.0)) + step * self.add * rel[over]
-            )
-            self.lam[~over] *= self.decay
+            if self.polyak and self.best_x is not None:
+                self._polyak_step(prof, pens)
+            else:
+                rel = (prof - limit) / limit
+                over = rel > 0
+                self.lam[over] = (
+                    self.lam[over] * (1.0 + self.grow * np.minimum(rel[over], 1.0)) + step * self.add * rel[over]
+                )
+                self.lam[~over] *= self.decay
             pens = self._pens()
-            self._bp(pens)
+            if self.use_bp:
+                self._bp(pens)
             self._dp(pens)
             prof = self.profile(self.x)
         if self.best_x is not None:  # a last, longer polish of the best

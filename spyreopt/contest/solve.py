@@ -109,7 +109,7 @@ def solve_document(
         if proc.is_alive():
             proc.kill()
         proc.join()
-        method = "bp+forest-dp | milp"
+        method = "bp+forest-dp, milp"
         if x is not None:
             c = Search(r, build_graph(r), seed).cost(x)
             if res.x is None or c <= res.cost:
@@ -117,7 +117,7 @@ def solve_document(
         cut = not optimal
     else:
         res = _search_two(r, seed, deadline, max_rounds, on_best)
-        method, optimal, cut = "bp+forest-dp | forest-dp", False, res.cut_by_clock
+        method, optimal, cut = "bp+forest-dp, forest-dp", False, res.cut_by_clock
         res.seconds_to_best += t_load
     if res.x is None:
         raise InfeasibleError(f"{inst.name}: no solution within the usage limit {r.usage_limit} found in time")

@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+import psutil
+
 from spyreopt.contest.evaluate import judge
 from spyreopt.contest.load import contest_table, read_document
 from spyreopt.contest.solve import solve_document, stderr_progress
@@ -39,9 +41,15 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _process_start() -> float:
+    """The process's start on the ``time.monotonic`` clock: the contest counts interpreter start-up and imports."""
+    age = time.time() - psutil.Process().create_time()
+    return time.monotonic() - max(age, 0.0)
+
+
 def run(args: argparse.Namespace) -> int:
     """0 when a feasible solution was written, 1 when the answer is infeasible, 2 on bad input or solver error."""
-    start = time.monotonic()
+    start = _process_start()
     try:
         doc = read_document(args.file)
         name = doc.get("problem", {}).get("name", "") if isinstance(doc, dict) else ""
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     v = judge(doc, solution)
     print(f"instance: {name}")
-    print(f"method: {method}  time limit: {limit:g} s  wall clock to solution written: {wall:.1f} s")
+    print(f"method: {method}  time limit: {limit:g} s  wall clock from process start to solution written: {wall:.1f} s")
     if out is not None:
         print(f"load+reduce: {out.seconds_load:.1f} s  best found at: {out.seconds_to_best:.1f} s  {out.stats}")
         print(

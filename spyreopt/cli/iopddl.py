@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 
+import psutil
+
+from spyreopt.contest.evaluate import judge
+from spyreopt.contest.load import contest_table, read_document
+from spyreopt.contest.solve import solve_document, stderr_progress
 from spyreopt.errors import FormatError, InfeasibleError, SolverError
-from spyreopt.formats.iopddl import (
-    BEST_KNOWN,
-    evaluate_iopddl,
-    load_iopddl,
-    parse_problem,
-    read_json,
-    save_solution,
-    score,
-)
+from spyreopt.formats.iopddl import load_iopddl, parse_problem, save_solution
 from spyreopt.solvers.registry import solve_formulation
+
+DEFAULT_LIMIT = 60.0  # for an instance that is not one of the contest's 25
 
 
 def add_parser(subparsers) -> None:
@@ -23,56 +24,72 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "iopddl",
         help="solve an IOPDDL contest instance (JSON or JSON.gz)",
-        description="Solve an IOPDDL instance with one backend, write the strategy of every node as a "
-        "JSON list, and print its cost, feasibility (checked by the contest's rules) and score.",
+        description="Solve an IOPDDL instance, write the strategy of every node as a JSON list, and print its "
+        "cost, feasibility (checked by the contest's rules) and score. By default the contest engine runs "
+        "(exact reductions, usage-priced forest DP on both cores, CP-SAT when the reduced problem is small) "
+        "within the instance's contest time limit, counted from process start.",
     )
     p.add_argument("file", help="instance, .json or .json.gz")
-    p.add_argument("--backend", default="greedy", help="solver backend (greedy, anneal, cpsat, milp)")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--reduce",
-        action="store_true",
-        help="solve the exactly reduced problem (greedy bound, dominance, follower merges) and map back",
+        "--backend", default="contest", help="contest (default) or a library backend: greedy, anneal, cpsat, milp"
     )
+    p.add_argument("--time-limit", type=float, default=None, help="seconds (default: the instance's contest limit)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reduce", action="store_true", help="library backends only: solve the exactly reduced problem")
     p.add_argument("--out", required=True, help="where to write the solution (JSON list of strategy indices)")
     p.set_defaults(func=run)
 
 
+def _process_start() -> float:
+    """The process's start on the ``time.monotonic`` clock: the contest counts interpreter start-up and imports."""
+    age = time.time() - psutil.Process().create_time()
+    return time.monotonic() - max(age, 0.0)
+
+
 def run(args: argparse.Namespace) -> int:
     """0 when a feasible solution was written, 1 when the answer is infeasible, 2 on bad input or solver error."""
+    start = _process_start()
     try:
-        problem = parse_problem(read_json(args.file))
-        f = load_iopddl(problem)
-        sol = solve_formulation(f, args.backend, time_limit=args.time_limit, seed=args.seed, presolve=args.reduce)
+        doc = read_document(args.file)
+        name = doc.get("problem", {}).get("name", "") if isinstance(doc, dict) else ""
+        known = contest_table().get(name)
+        limit = args.time_limit if args.time_limit is not None else (known["time_limit"] if known else DEFAULT_LIMIT)
+        if args.backend == "contest":
+            out = solve_document(doc, limit, seed=args.seed, start=start, progress=stderr_progress)
+            solution, method = out.solution, out.method
+        else:
+            f = load_iopddl(parse_problem(doc))
+            sol = solve_formulation(f, args.backend, time_limit=limit, seed=args.seed, presolve=args.reduce)
+            if len(sol.assignment) != len(f.nodes):
+                print(f"no solution ({sol.status}): {sol.message}", file=sys.stderr)
+                return 1
+            solution, method, out = [int(s) for s in sol.assignment], args.backend, None
+        save_solution(args.out, solution)
     except InfeasibleError as exc:
-        print(f"infeasible: {exc}", file=sys.stderr)
+        print(f"\ninfeasible: {exc}", file=sys.stderr)
         return 1
-    except (FormatError, SolverError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (FormatError, SolverError, OSError, json.JSONDecodeError) as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
         return 2
-    if len(sol.assignment) != len(f.nodes):
-        print(f"no solution ({sol.status}): {sol.message}", file=sys.stderr)
-        return 1
-    save_solution(args.out, sol.assignment)
-    cost, feasible, details = evaluate_iopddl(problem, sol.assignment)
-    best = BEST_KNOWN.get(problem.name)
-    value = score(problem.name, cost, feasible)
-    print(f"instance: {problem.name}")
-    print(
-        f"backend: {args.backend}{' (reduced)' if args.reduce else ''}  status: {sol.status}  seconds: {sol.seconds:.1f}"
-    )
-    if sol.message:
-        print(f"message: {sol.message}")
-    print(f"cost: {cost}")
-    print(f"feasible: {feasible}  (peak usage {details['peak_usage']} of limit {details['usage_limit']})")
-    print(f"best known: {best if best is not None else 'unknown'}")
-    print(f"score: {'n/a' if value is None else f'{value:.4f}'}")
-    print(f"solution: {args.out}")
-    if sol.objective != cost:
+    wall = time.monotonic() - start
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    v = judge(doc, solution)
+    print(f"instance: {name}")
+    print(f"method: {method}  time limit: {limit:g} s  wall clock from process start to solution written: {wall:.1f} s")
+    if out is not None:
+        print(f"load+reduce: {out.seconds_load:.1f} s  best found at: {out.seconds_to_best:.1f} s  {out.stats}")
         print(
-            f"error: the backend reported objective {sol.objective}, the contest's evaluation gives {cost}",
-            file=sys.stderr,
+            "stopped by the wall clock (another run may differ)"
+            if out.cut_by_clock
+            else "finished before the clock (same seed, same solution)"
         )
-        return 2
-    return 0 if feasible else 1
+    print(f"cost: {v.cost}")
+    print(f"feasible: {v.feasible}  (peak usage {v.peak_usage:,} of limit {v.usage_limit:,})")
+    if known:
+        best = known["best_cost"]
+        print(f"best known: {best}  score: {best / v.cost if v.feasible and v.cost > 0 else 0.0:.4f}")
+    else:
+        print("best known: unknown (not a contest instance)  score: n/a")
+    print(f"solution: {args.out}")
+    return 0 if v.feasible else 1

@@ -1,0 +1,133 @@
+"""The default contest method: load, reduce exactly, search on both cores, exact MILP when small.
+
+Time runs from ``start`` (the caller's process start) to ``start + time_limit``
+minus a margin for writing the answer. A run whose search stopped on the clock
+says so (``cut_by_clock``); with ``max_rounds`` small enough to finish, the same
+seed gives the same solution.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spyreopt.contest.exact import model_size, solve_exact
+from spyreopt.contest.load import instance_from_document
+from spyreopt.contest.reduce import Reduced, reduce_instance
+from spyreopt.contest.search import Result, Search, build_graph
+from spyreopt.errors import InfeasibleError
+
+EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
+MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
+
+
+@dataclass
+class Outcome:
+    """The answer in the file's numbering, and how it was reached."""
+
+    solution: list[int]
+    reduced_cost: float
+    method: str
+    seconds_load: float
+    seconds_to_best: float
+    cut_by_clock: bool
+    optimal: bool
+    stats: dict
+
+
+def _child(r: Reduced, seed: int, deadline: float, max_rounds: int, conn) -> None:
+    res = Search(r, build_graph(r), seed, use_bp=False).run(deadline, max_rounds)
+    conn.send(res)
+    conn.close()
+
+
+def _exact_child(r: Reduced, deadline: float, conn) -> None:
+    conn.send(solve_exact(r, deadline))
+    conn.close()
+
+
+def _search_two(r: Reduced, seed: int, deadline: float, max_rounds: int, on_best) -> Result:
+    """Two independent searches, the cheaper wins: with belief propagation here (``seed``), and with
+    forest DP alone in a forked child (``seed + 1``); neither dominates on every instance (BP wins on
+    K, L, C; plain forest DP on N)."""
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(r, seed + 1, deadline, max_rounds, send), daemon=True)
+    proc.start()
+    mine = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best)
+    other = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0) + 5.0) else None
+    proc.join(5.0)
+    if other is None or other.x is None:
+        return mine
+    if mine.x is None or (other.cost, 1) < (mine.cost, 0):
+        return Result(
+            other.x,
+            other.cost,
+            other.rounds,
+            other.seconds_to_best,
+            other.cut_by_clock or mine.cut_by_clock,
+            other.seed,
+        )
+    mine.cut_by_clock = mine.cut_by_clock or other.cut_by_clock
+    return mine
+
+
+def solve_document(
+    doc: dict,
+    time_limit: float,
+    *,
+    seed: int = 0,
+    start: float | None = None,
+    max_rounds: int = 10**9,
+    progress: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now)."""
+    start = time.monotonic() if start is None else start
+    deadline = start + time_limit * (1 - MARGIN) - 0.5
+    inst = instance_from_document(doc)
+    r = reduce_instance(inst)
+    t_load = time.monotonic() - start
+    say = progress or (lambda _m: None)
+    say(f"[{t_load:5.1f}s] loaded and reduced: {inst.n} nodes -> {r.n} groups, {len(r.ea)} edges")
+
+    def on_best(cost: float, rounds: int) -> None:
+        say(f"[{time.monotonic() - start:5.1f}s] round {rounds}: cost {cost:,.0f}")
+
+    small = model_size(r) <= EXACT_MAX_BOOLS and int((r.k > 1).sum()) <= 3000
+    if small:  # MILP in a child (killed at the deadline: HiGHS can overrun its own limit), search here
+        say(f"[{time.monotonic() - start:5.1f}s] MILP (HiGHS) on the whole reduced problem, search alongside")
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_exact_child, args=(r, deadline, send), daemon=True)
+        proc.start()
+        res = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best, stop=recv.poll)
+        res.seconds_to_best += t_load
+        x, optimal = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0.0)) else (None, False)
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        method = "bp+forest-dp, milp"
+        if x is not None:
+            c = Search(r, build_graph(r), seed).cost(x)
+            if res.x is None or c <= res.cost:
+                res = Result(x, c, res.rounds, time.monotonic() - start, not optimal, seed)
+        cut = not optimal
+    else:
+        res = _search_two(r, seed, deadline, max_rounds, on_best)
+        method, optimal, cut = "bp+forest-dp, forest-dp", False, res.cut_by_clock
+        res.seconds_to_best += t_load
+    if res.x is None:
+        raise InfeasibleError(f"{inst.name}: no solution within the usage limit {r.usage_limit} found in time")
+    stats = dict(r.stats, nodes=inst.n, edges=inst.m)
+    return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats)
+
+
+def stderr_progress(message: str) -> None:
+    """Progress lines: overwritten in place on a terminal, one terse line each otherwise."""
+    if sys.stderr.isatty():
+        print("\r" + message.ljust(78), end="", file=sys.stderr, flush=True)
+    else:
+        print(message, file=sys.stderr, flush=True)

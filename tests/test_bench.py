@@ -44,3 +44,6 @@ def test_iopddl_suite_on_the_vendored_instances(capsys):
     )
     out = capsys.readouterr().out
     assert "| asplos-2025-iopddl-B |" in out and "| asplos-2025-iopddl-G |" in out
+    # the default method (the contest engine) gets a row per instance, judged feasible, under the limit given
+    assert "| B | 816 | contest | feasible |" in out and "| G | 816 | contest | feasible |" in out
+    assert "limit 5 s" in out

@@ -76,6 +76,33 @@ def iopddl_suite(
     return rows
 
 
+def contest_suite(directory: Path, time_limit: float | None = None, seed: int = 0, progress: bool = True) -> list[Row]:
+    """The default method (``spyreopt iopddl``'s contest engine) on every contest instance found in
+    ``directory`` and its ``production/`` folder, each at its contest time limit unless ``time_limit``,
+    judged independently."""
+    from spyreopt.contest.suite import NAMES, find_instance, run
+
+    names = [n for n in NAMES if _exists(directory, n, find_instance)]
+    rows = []
+    for letter in tqdm(names, disable=not progress, desc="iopddl contest", unit="instance"):
+        (r,) = run(directory, [letter], seed=seed, time_limit=time_limit)
+        note = (
+            f"score {r['score']:.4f}; limit {r['time_limit']:g} s; load {r['load_s']} s; best at {r['best_s']} s; "
+            f"{r['edges']:,} edges; {r['method']}"
+        )
+        rows.append(Row("iopddl", letter, "contest", "feasible" if r["feasible"] else "infeasible", float(r["cost"]),
+                        None, None, r["wall_s"], r["feasible"], r["nodes"], note))  # fmt: skip
+    return rows
+
+
+def _exists(directory: Path, letter: str, find) -> bool:
+    try:
+        find(directory, letter)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def run_one(problem, f, backend: str, reduced: bool, time_limit: float, seed: int) -> dict:
     row = {"instance": problem.name, "backend": backend, "reduced": reduced}
     try:

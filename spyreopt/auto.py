@@ -60,7 +60,7 @@ from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
 BUILD_SECONDS_PER_OP = 0.1  # nominal (never measured) cost of building a problem, per compute op
-FINISH_SECONDS_PER_OP = 0.01  # nominal cost of decoding or stitching the plan of the full graph, per op
+FINISH_SECONDS_PER_OP = 0.003  # nominal cost of decoding or stitching the plan of the full graph, per op
 SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
 START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
 STAGES = 3  # progress steps per problem: start plan, first search, second search
@@ -321,12 +321,12 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     seg_ops = [sum(o.kind != "view" for o in s.graph.ops.values()) for s in distinct.values()]
     free = cut_ops(graph, segs)
     finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
-    refine_cost = BUILD_SECONDS_PER_OP * len(free) + 2 * finish  # the windows' problem, then its decode
+    # the windows' problem (its freed ops repeat cut after cut: the build shares their tables), then its decode
+    refine_cost = BUILD_SECONDS_PER_OP * len(free) * len(distinct) / len(segs) + 2 * finish
     nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish
     search = SEARCH_SHARE * (time_limit - nominal - refine_cost)
     refine = REFINE_SHARE * search if search * (1 - REFINE_SHARE) >= len(distinct) * MIN_SEGMENT_SECONDS else 0.0
-    if refine:
-        finish += refine_cost
+    if refine:  # planned, but the segments' safety net reserves only the stitch: the windows are optional
         search *= 1 - REFINE_SHARE
     else:
         search = SEARCH_SHARE * (time_limit - nominal)
@@ -365,8 +365,8 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     run.timed("stitch", began)
     refined = None
     if refine and not run.interrupted:
-        run.reserve = 0.0
-        if run.left() < refine_cost + refine:  # the clock says no: skipped, and said so
+        run.reserve = finish  # the refined plan's decode
+        if run.left() < (refine_cost - finish) * run.slowdown:  # the clock says no: skipped, and said so
             run.budget_cut = True
         else:
             refined = refine_cuts(graph, plan, free, hw, coef, seed, run, refine)

@@ -55,7 +55,7 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
-from spyreopt.solvers import anneal
+from spyreopt.solvers.anneal import search as anneal  # its step-budget constants
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)

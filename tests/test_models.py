@@ -227,7 +227,7 @@ def test_cli_model_options_need_a_model(capsys):
 
 
 def test_models_bench_rows_compare_auto_with_a_baseline():
-    from spyreopt.models import bench
+    from spyreopt.bench import models as bench
 
     rows = bench.run(
         [("tiny", "decode", 1, 64)], time_limit=10, baselines=("greedy",), baseline_factor=1, progress=False

@@ -13,7 +13,7 @@ from spyreopt.bench.report import markdown, to_json
 from spyreopt.bench.scaling import scaling_plot, scaling_suite
 from spyreopt.bench.spyre import SPYRE_BACKENDS, spyre_suite
 
-SUITES = ("spyre", "scaling", "minimalloc", "iopddl")
+SUITES = ("spyre", "scaling", "minimalloc", "iopddl", "models")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,6 +57,10 @@ def _bench(args: argparse.Namespace) -> int:
             r = scaling_suite(formulation_backends, limit, sizes, args.seed, progress)
             scaling_plot(r, args.plot)
             print(f"scaling plot written to {args.plot}")
+        elif suite == "models":  # whole decoders: auto within the limit (default 60 s) against anneal given 10x
+            from spyreopt.bench.models import run as models_suite
+
+            r = models_suite(time_limit=args.time_limit or 60.0, seed=args.seed, progress=progress)
         elif suite == "minimalloc":
             directory = data_dir(args.data, "minimalloc", "challenging")
             r = minimalloc_suite(max(limit, 60.0), directory, progress=progress)

@@ -5,7 +5,7 @@ limit counted from before the graph is built; each baseline backend gets
 ``baseline_factor`` times that limit (through ``so.solve``, so its problem build
 comes on top, outside its limit). Every plan is validated; ``simulate=True``
 also runs the simulator on it (slow for thousands of ops). Rows are
-``spyreopt.bench.Row`` so the suite prints with the others.
+``spyreopt.bench.report.Row`` so the suite prints with the others.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from tqdm import tqdm
 
 from spyreopt.api import solve
-from spyreopt.bench import Row
+from spyreopt.bench.report import Row
 from spyreopt.errors import SpyreoptError
 from spyreopt.models.presets import preset
 

@@ -21,6 +21,7 @@ from spyreopt.contest.search import Search, build_graph
 from spyreopt.contest.solve import solve_document
 from spyreopt.errors import FormatError
 from spyreopt.formats.iopddl import evaluate_iopddl
+from spyreopt.testing.formulations import iopddl_document
 
 BIG = 10**18
 
@@ -37,15 +38,7 @@ def bench_file(name: str) -> Path:
     raise FileNotFoundError(f"{name}: not in {[str(p) for p in places]}")
 
 
-def doc(intervals, costs, usages, edge_nodes=(), edge_costs=(), limit=None, name="t"):
-    problem = {
-        "name": name,
-        "nodes": {"intervals": [list(iv) for iv in intervals], "costs": costs, "usages": usages},
-        "edges": {"nodes": [list(e) for e in edge_nodes], "costs": list(edge_costs)},
-    }
-    if limit is not None:
-        problem["usage_limit"] = limit
-    return {"problem": problem}
+doc = iopddl_document
 
 
 # ---- the judge on hand instances ---------------------------------------------

@@ -18,22 +18,14 @@ from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, pa
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.solvers.presolve import reduce_formulation
 from spyreopt.solvers.registry import solve_formulation
-from spyreopt.testing.formulations import random_formulation
+from spyreopt.testing.formulations import iopddl_document, random_formulation
 
 BENCH = Path(__file__).parent / "data" / "iopddl"  # vendored (tests/data/SOURCE.md): a missing file fails the tests
 INSTANCES = [BENCH / f"asplos-2025-iopddl-{name}.json.gz" for name in "BG"]
 BIG = 10**18
 
 
-def doc(intervals, costs, usages, edge_nodes=(), edge_costs=(), limit=None, name="t"):
-    problem = {
-        "name": name,
-        "nodes": {"intervals": [list(iv) for iv in intervals], "costs": costs, "usages": usages},
-        "edges": {"nodes": [list(e) for e in edge_nodes], "costs": list(edge_costs)},
-    }
-    if limit is not None:
-        problem["usage_limit"] = limit
-    return {"problem": problem}
+doc = iopddl_document
 
 
 # ---- the evaluator on hand-made instances -----------------------------------

@@ -57,19 +57,7 @@ def iopddl_suite(
                                 feasible, len(f.nodes), f"score {s:.4f}" if s is not None else ""))  # fmt: skip
             except SpyreoptError as exc:
                 rows.append(
-                    Row(
-                        "iopddl",
-                        f.name,
-                        backend,
-                        "error",
-                        None,
-                        None,
-                        None,
-                        time.perf_counter() - start,
-                        False,
-                        len(f.nodes),
-                        str(exc)[:200],
-                    )
+                    Row.failed("iopddl", f.name, backend, time.perf_counter() - start, len(f.nodes), exc)
                 )
             bar.update()
     bar.close()

@@ -21,6 +21,11 @@ class Row:
     ops: int = 0
     note: str = ""
 
+    @classmethod
+    def failed(cls, suite: str, workload: str, backend: str, seconds: float, ops: int, exc: Exception) -> Row:
+        """The row of a solve that raised: no cost, not valid, the error's first 200 characters as the note."""
+        return cls(suite, workload, backend, "error", None, None, None, seconds, False, ops, str(exc)[:200])
+
 
 def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

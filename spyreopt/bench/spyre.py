@@ -35,19 +35,7 @@ def plan_row(
     try:
         plan = solve(problem, backend=backend, time_limit=time_limit, seed=seed)
     except SpyreoptError as exc:
-        row = Row(
-            suite,
-            name,
-            backend,
-            "error",
-            None,
-            None,
-            None,
-            time.perf_counter() - start,
-            False,
-            len(problem.ops),
-            str(exc)[:200],
-        )
+        row = Row.failed(suite, name, backend, time.perf_counter() - start, len(problem.ops), exc)
         return row, None
     seconds = time.perf_counter() - start
     sim = simulated_us(plan)  # raises PlanError on an illegal plan: never a silent pass

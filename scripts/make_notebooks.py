@@ -275,8 +275,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import spyreopt as so
-from spyreopt.costmodel.fit import evaluate, fit, format_table, predict_us, terms
-from spyreopt.costmodel.sampling import random_configs, simulate_samples
+from spyreopt.calibrate.fit import evaluate, fit, format_table, predict_us, terms
+from spyreopt.calibrate.sampling import random_configs, simulate_samples
 
 configs = random_configs(12, seed=1)
 samples, rejected = simulate_samples(configs)

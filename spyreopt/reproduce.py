@@ -17,7 +17,7 @@ from typing import Any
 
 from spyreopt.api import solve
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.costmodel.sampling import Config, Sample, reference_coefficients
+from spyreopt.calibrate.sampling import Config, Sample, reference_coefficients
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
 from spyreopt.model.opspace import op_space

@@ -6,7 +6,7 @@ import pytest
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.costmodel.sampling import reference_coefficients
+from spyreopt.calibrate.sampling import reference_coefficients
 from spyreopt.errors import FormatError
 
 C = reference_coefficients()  # the public figures (the shipped default is fitted to the simulator)

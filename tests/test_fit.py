@@ -12,8 +12,8 @@ import pytest
 
 import spyreopt as so
 from spyreopt.cli import main
-from spyreopt.costmodel import fit as F
-from spyreopt.costmodel import sampling as smp
+from spyreopt.calibrate import fit as F
+from spyreopt.calibrate import sampling as smp
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError
 from spyreopt.hw.sim_flows import ring_path

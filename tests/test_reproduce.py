@@ -101,7 +101,7 @@ def test_device_samples_are_the_rows_the_model_can_represent(device):
 
 
 def test_fit_weights_pull_towards_the_heavier_row(device):
-    from spyreopt.costmodel.fit import evaluate, fit
+    from spyreopt.calibrate.fit import evaluate, fit
 
     pair = [s for s in device[0] if s.config.family == "dev decode"][4:6]  # o_proj best and worst split
     errors = []

@@ -7,8 +7,8 @@ import argparse
 import sys
 import time
 
-from spyreopt.costmodel.fit import fit, format_table
-from spyreopt.costmodel.sampling import FAMILIES, random_configs, read_csv, simulate_samples, write_csv
+from spyreopt.calibrate.fit import fit, format_table
+from spyreopt.calibrate.sampling import FAMILIES, random_configs, read_csv, simulate_samples, write_csv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="fit the cost model to the simulator or a CSV of measurements; print the held-out error per op family",
         description="Sample configurations per op family (matmul, bmm, pointwise, reduction, softmax, relayout, "
         "restickify) from the planner's own candidates, measure them on the simulator (or read measurements from "
-        "--csv; columns in spyreopt.costmodel.sampling), fit the coefficients by bounded least squares on relative "
+        "--csv; columns in spyreopt.calibrate.sampling), fit the coefficients by bounded least squares on relative "
         "error, and print per family the RMS relative error and Spearman rank correlation on held-out configurations.",
     )
     p.add_argument("--samples", type=int, default=200, metavar="N", help="configurations per family (default 200)")

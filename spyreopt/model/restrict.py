@@ -33,7 +33,7 @@ import numpy as np
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, PlanError, SolverError
-from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.candidates import Layout, OpCandidates
 from spyreopt.model.division import enumerate_divisions
 from spyreopt.model.graph import Graph

@@ -30,7 +30,7 @@ from scipy.stats import spearmanr
 
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.costmodel.sampling import FAMILIES, Config, Sample, reference_coefficients
+from spyreopt.calibrate.sampling import FAMILIES, Config, Sample, reference_coefficients
 from spyreopt.model.division import reduction_split
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem

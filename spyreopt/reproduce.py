@@ -16,8 +16,8 @@ from importlib import resources
 from typing import Any
 
 from spyreopt.api import solve
-from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.calibrate.sampling import Config, Sample, reference_coefficients
+from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
 from spyreopt.model.opspace import op_space

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
+from spyreopt.calibrate.sampling import reference_coefficients
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.calibrate.sampling import reference_coefficients
 from spyreopt.errors import FormatError
 
 C = reference_coefficients()  # the public figures (the shipped default is fitted to the simulator)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import spyreopt as so
-from spyreopt.cli import main
 from spyreopt.calibrate import fit as F
 from spyreopt.calibrate import sampling as smp
+from spyreopt.cli import main
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError
 from spyreopt.hw.sim_flows import ring_path

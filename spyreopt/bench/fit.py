@@ -29,10 +29,10 @@ import time
 from scipy.stats import spearmanr
 
 import spyreopt as so
-from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.calibrate.fit import evaluate, fit, format_table
-from spyreopt.costmodel.ranking import rank_agreement, total
 from spyreopt.calibrate.sampling import random_configs, simulate_samples
+from spyreopt.costmodel.coefficients import Coefficients
+from spyreopt.costmodel.ranking import rank_agreement, total
 from spyreopt.fixed import plan_for
 from spyreopt.model.division import label
 from spyreopt.model.problem import Problem

@@ -28,9 +28,9 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
+from spyreopt.calibrate.sampling import FAMILIES, Config, Sample, reference_coefficients
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.calibrate.sampling import FAMILIES, Config, Sample, reference_coefficients
 from spyreopt.model.division import reduction_split
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem

@@ -33,10 +33,10 @@ import numpy as np
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, PlanError, SolverError
-from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.candidates import Layout, OpCandidates
 from spyreopt.model.division import enumerate_divisions
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Candidate, Problem
 from spyreopt.model.tables import EdgeTable, frozen

@@ -1,0 +1,77 @@
+"""Tiled-loop plans made by hand from an untiled plan, for testing the loop checker, the
+simulator and numeric execution independently of the planner that will choose loops.
+
+``with_loop(plan, ops, op_dims, tiles)`` wraps ``ops`` into one loop: tensors produced and
+read inside stay on chip (one tile at the producer's address), the loop's outputs and
+the tensors entering it go through device memory, and ``footprint_bytes`` is the
+checker's own figure (tests of the footprint rule change it afterwards).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+from spyreopt.model.graph import Graph
+from spyreopt.model.loop_check import _Loop, base_tensor, footprint
+from spyreopt.model.plan import Plan
+
+
+def with_loop(
+    plan: Plan,
+    ops: list[str],
+    op_dims: Mapping[str, str],
+    tiles: int,
+    staged: Iterable[str] = (),
+    accumulate: bool | None = None,
+) -> Plan:
+    """A copy of ``plan`` with ``ops`` run as one loop over ``tiles`` tiles (appended to its loops)."""
+    data = json.loads(plan.to_json())
+    g = Graph.from_dict(data["graph"])
+    inside = set(ops)
+    index = len(data.get("loops", []))
+    reads_inside, reads_outside = set(), set()
+    for e in data["edges"]:
+        a, b = e["producer"] in inside, e["consumer"] in inside
+        if a and b:
+            reads_inside.add(e["tensor"])
+            continue
+        if a or b:
+            e.update(mode="hbm", restickify=False, copy_address=None, copy_bytes_per_core=0, fan_in=0)
+        if a:
+            reads_outside.add(e["tensor"])
+    tensors = {t["name"]: t for t in data["tensors"]}
+    for o in data["ops"]:
+        out = g.ops[o["name"]].output
+        if o["name"] in inside:
+            o["loop"] = index
+            keep = out in reads_inside
+            leave = out in reads_outside or out in g.outputs
+            res = "lx+hbm" if keep and leave else "lx" if keep else "hbm"
+            if res == "hbm" and "lx" in o["residency"] and accumulate:
+                res = o["residency"]  # an accumulator may stay on chip
+            o["residency"] = tensors[out]["residency"] = res
+            if "lx" not in res:
+                tensors[out].update(address=None, bytes_per_core=0)
+            else:
+                tensors[out]["bytes_per_core"] //= tiles
+    entering = {
+        base_tensor(g, x)[0]
+        for n in ops
+        for x in g.ops[n].inputs
+        if g.tensors[base_tensor(g, x)[0]].producer not in inside
+    }
+    for o in data["ops"]:
+        out = g.ops[o["name"]].output
+        if out in entering and o["residency"] == "lx":
+            o["residency"] = tensors[out]["residency"] = "lx+hbm"
+    data.setdefault("loops", []).append(
+        {"ops": list(ops), "dim": op_dims[ops[0]], "op_dims": dict(op_dims), "tiles": tiles, "footprint_bytes": 0,
+         "staged": list(staged), "accumulate": bool(accumulate)}
+    )  # fmt: skip
+    out = Plan.from_json(json.dumps(data))
+    g2 = Graph.from_dict(out.graph)
+    from spyreopt.model.hardware import HardwareSpec
+
+    out.loops[index].footprint_bytes = footprint(_Loop(out, g2, HardwareSpec.from_dict(out.hardware), index))
+    return out

@@ -34,7 +34,11 @@ def _check(value: Any, hint: Any, where: str) -> Any:
         raise FormatError(f"{where}: expected true/false, got {value!r}")
     if origin is list:
         item = (get_args(hint) or (int,))[0]
-        ok = (lambda x: isinstance(x, str)) if item is str else (lambda x: isinstance(x, int) and not isinstance(x, bool))
+        ok = (
+            (lambda x: isinstance(x, str))
+            if item is str
+            else (lambda x: isinstance(x, int) and not isinstance(x, bool))
+        )
         if not isinstance(value, list) or not all(ok(x) for x in value):
             raise FormatError(f"{where}: expected a list of {item.__name__}s, got {value!r}")
     if origin is dict and not isinstance(value, dict):

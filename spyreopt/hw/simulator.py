@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 from spyreopt.errors import PlanError
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
+from spyreopt.hw.sim_loop import loops_of
+from spyreopt.hw.sim_loop_run import run_loop
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
 from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
 from spyreopt.hw.sim_slices import project
@@ -48,6 +50,7 @@ class SimResult:
     device_read_bytes: float = 0.0
     device_write_bytes: float = 0.0
     op_start_us: dict[str, float] = field(default_factory=dict)
+    loops: list[dict] = field(default_factory=list)  # per tiled loop: tiles, double buffering, times (see sim_loop_run)
 
     @property
     def peak_lx_bytes(self) -> list[int]:
@@ -143,6 +146,8 @@ class _Run:
         """Check every operand's source and lay out its data movement."""
         mv = _Movement({c: [0, 0] for c in range(s.cores)})
         for od in s.operands:
+            if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
+                continue
             if od.mode in ("leaf",) + DEVICE_MODES:
                 self._device_operand(s, od, mv)
             elif od.mode in LX_MODES:
@@ -245,11 +250,15 @@ class _Run:
             jobs[c] = CoreJob(c, write_bytes=wb, write_requests=wq)
         return jobs
 
-    def step(self, s: Step, t0: float) -> tuple[float, dict[str, float], float, float]:
-        """Run op ``s`` from time ``t0`` (ns): its duration, phase times, device bytes read and written."""
+    def step(
+        self, s: Step, t0: float, final: bool = True, store: bool = True
+    ) -> tuple[float, dict[str, float], float, float]:
+        """Run op ``s`` from time ``t0`` (ns): its duration, phase times, device bytes read and written.
+        In a loop, an accumulating op's tiles before the last are not ``final`` (no partial-sum
+        reduction, no write-back) and only its first tile ``store``s the accumulator."""
         m = self.m
         mv = self.operands(s)
-        if "lx" in s.residency:
+        if "lx" in s.residency and store:
             self._write_output(s)
         for c in range(m.hw.cores):
             self.occupancy[c].append((t0 * 1e-3, self.lx.used(c)))
@@ -258,7 +267,7 @@ class _Run:
         staging = [run_pipeline(list(mv.stage_out.values()), m), run_pipeline(list(mv.stage_in.values()), m)]
         ns["restickify"] = sum(p.time_ns for p in staging)
         k = s.layout.k_split
-        writes = "hbm" in s.residency
+        writes = "hbm" in s.residency and final
         out_jobs = self._write_jobs(s) if writes else {}
         jobs = []
         for c in range(s.cores):
@@ -273,7 +282,7 @@ class _Run:
         ns["compute"], ns["dma"] = comp, phase.time_ns - comp
         reads = phase.read_bytes + sum(p.read_bytes for p in staging)
         written = phase.write_bytes + sum(p.write_bytes for p in staging)
-        if k > 1:
+        if k > 1 and final:
             ns["psum"] = self._psum(s, k)
             wphase = run_pipeline(list(out_jobs.values()), m)
             ns["dma"] += wphase.time_ns
@@ -290,8 +299,22 @@ def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
     t = 0.0
     op_us, breakdown, starts = {}, {}, {}
     reads = writes = 0.0
+    loops = {lp.first: lp for lp in loops_of(run.trace)}
+    inside = {s.index for lp in loops.values() for s in lp.steps}
+    loop_info = []
     for s in run.trace.steps:
+        if s.index in inside and s.index not in loops:
+            continue
         run.lx.release(s.index)
+        if s.index in loops:
+            lt = run_loop(run, loops[s.index], t)
+            for name in lt.ns:
+                starts[name] = (t + lt.start[name]) * 1e-3
+                op_us[name] = sum(lt.ns[name].values()) * 1e-3
+                breakdown[name] = {k: v * 1e-3 for k, v in lt.ns[name].items()}
+            loop_info.append(lt.info)
+            reads, writes, t = reads + lt.read_bytes, writes + lt.write_bytes, t + lt.time_ns
+            continue
         dt, ns, r, w = run.step(s, t)
         starts[s.name] = t * 1e-3
         op_us[s.name] = dt * 1e-3
@@ -306,4 +329,4 @@ def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
     for c in range(run.m.hw.cores):
         run.occupancy[c].append((t * 1e-3, run.lx.used(c)))
     busy = [b / t if t > 0 else 0.0 for b in run.busy]
-    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts)
+    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts, loop_info)

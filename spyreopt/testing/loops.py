@@ -17,6 +17,25 @@ from spyreopt.model.loop_check import _Loop, base_tensor, footprint
 from spyreopt.model.plan import Plan
 
 
+def _bytes_per_core(g: Graph, o: dict, tensor: str) -> int:
+    """An untiled per-core slice's bytes, stick-padded (for sizing a tile buffer generously)."""
+    t = g.tensors[tensor]
+    eps = max(128 // t.elem_bytes, 1)
+    ext = list(t.shape)
+    ext[o["stick"]] = -(-ext[o["stick"]] // eps) * eps
+    total = t.elem_bytes
+    for e in ext:
+        total *= e
+    return -(-total // o["cores"])
+
+
+def _lifetime(g: Graph, data: dict, op: str, tensor: str) -> list[int]:
+    """From its producer's step to just after its last reader's."""
+    order = [o["name"] for o in data["ops"]]
+    readers = [order.index(e["consumer"]) for e in data["edges"] if e["tensor"] == tensor]
+    return [order.index(op), max(readers, default=order.index(op)) + 1]
+
+
 def with_loop(
     plan: Plan,
     ops: list[str],
@@ -35,12 +54,18 @@ def with_loop(
         a, b = e["producer"] in inside, e["consumer"] in inside
         if a and b:
             reads_inside.add(e["tensor"])
+            if e["mode"] in ("hbm", "spill"):  # the tile stays on chip: read in place (same slicing assumed)
+                e.update(mode="inplace", restickify=False, copy_address=None, copy_bytes_per_core=0, fan_in=1)
             continue
         if a or b:
             e.update(mode="hbm", restickify=False, copy_address=None, copy_bytes_per_core=0, fan_in=0)
         if a:
             reads_outside.add(e["tensor"])
     tensors = {t["name"]: t for t in data["tensors"]}
+    top = max((t["address"] + t["bytes_per_core"] for t in data["tensors"] if t["address"] is not None), default=0)
+    for e in data["edges"]:
+        if e["copy_address"] is not None:
+            top = max(top, e["copy_address"] + e["copy_bytes_per_core"])
     for o in data["ops"]:
         out = g.ops[o["name"]].output
         if o["name"] in inside:
@@ -53,6 +78,10 @@ def with_loop(
             o["residency"] = tensors[out]["residency"] = res
             if "lx" not in res:
                 tensors[out].update(address=None, bytes_per_core=0)
+            elif tensors[out]["address"] is None:  # a tile buffer the untiled plan kept in device memory
+                size = -(-_bytes_per_core(g, o, out) // tiles // 128) * 128
+                tensors[out].update(address=top, bytes_per_core=size, lifetime=_lifetime(g, data, o["name"], out))
+                top += size
             else:
                 tensors[out]["bytes_per_core"] //= tiles
     entering = {

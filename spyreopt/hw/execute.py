@@ -143,7 +143,7 @@ class _Machine:
             if name not in self.device:
                 raise PlanError(f"{loop.label}: stages tensor {name!r}, which is not in device memory")
             staged[name] = {
-                c: (box, self.device[name][_index(box)].copy()) for c, (box, _) in staged_boxes(loop, name).items()
+                c: (box, self.device[name][_index(box)].copy()) for c, (box, _, _) in staged_boxes(loop, name).items()
             }
         acc: dict[int, dict[int, np.ndarray]] = {}
         for t in range(loop.tiles):

@@ -106,14 +106,16 @@ def tile_step(loop: Loop, k: int, t: int) -> Step:
     return replace(s, layout=layout, boxes=boxes, operands=ops)
 
 
-def staged_boxes(loop: Loop, tensor: str) -> dict[int, tuple[Box, int]]:
-    """Per core, the bounding block of a staged tensor every op of the loop reads there, and its stick."""
-    out: dict[int, tuple[Box, int]] = {}
+def staged_boxes(loop: Loop, tensor: str) -> dict[int, tuple[Box, int, int]]:
+    """Per core, the bounding block of a staged tensor every op of the loop reads there, the stick dim
+    the ops read it in and the one it is stored in."""
+    out: dict[int, tuple[Box, int, int]] = {}
     for s in loop.steps:
         for od in s.operands:
             if od.ref.base != tensor:
                 continue
             for c, b in od.boxes:
-                old = out.get(c, (b, od.need_stick))[0]
-                out[c] = (tuple((min(x0, y0), max(x1, y1)) for (x0, x1), (y0, y1) in zip(old, b)), od.need_stick)
+                old = out.get(c, (b,))[0]
+                box = tuple((min(x0, y0), max(x1, y1)) for (x0, x1), (y0, y1) in zip(old, b))
+                out[c] = (box, od.need_stick, od.stored_stick)
     return out

@@ -1,7 +1,8 @@
 """A tiled loop, simulated iteration by iteration.
 
 Before the first tile every staged tensor is read from device memory once, each
-core its block (held on chip for the whole loop). Iteration ``t`` then runs every
+core its block (held on chip for the whole loop; one stored in another stick
+goes through the core's DMA transpose unit on the way in). Iteration ``t`` then runs every
 op of the loop on tile ``t`` exactly as the simulator runs an op (``_Run.step``),
 on the tile's blocks (``sim_loop.tile_step``): streamed operands (those with the
 tiled dim) are read from device memory per tile, operands without it are read
@@ -60,12 +61,14 @@ def _hold(run: _Run, loop: Loop) -> tuple[list[tuple[int, int]], dict[int, CoreJ
         if name not in run.in_device:
             raise PlanError(f"{loop.label}: stages tensor {name!r}, which was never written to device memory")
         t = run.trace.tensor(name)
-        for c, (box, stick) in sorted(staged_boxes(loop, name).items()):
-            nb, nq = run._sizes(name, box, stick)
+        for c, (box, stick, stored) in sorted(staged_boxes(loop, name).items()):
+            nb, nq = run._sizes(name, box, stored)
             job = jobs.setdefault(c, CoreJob(c))
             job.read_bytes += nb
             job.read_requests += nq
             size = box_padded_bytes(box, stick, t.elem_bytes, hw.stick_bytes)
+            if stick != stored:  # loaded through the DMA transpose unit into the stick the loop reads
+                job.compute_ns += run.m.transpose_ns(size // hw.stick_bytes)
             run.lx.reserve(c, size, f"staged tensor {name!r} of {loop.label}")
             held.append((c, size))
     for k, s in enumerate(loop.steps):

@@ -160,3 +160,19 @@ def test_loop_plans_round_trip_and_simulate_deterministically():
     q = so.Plan.from_json(p.to_json())
     assert q == p and json.loads(q.to_json())["loops"][0]["staged"] == ["k", "v"]
     assert simulate(p).time_us == simulate(q).time_us
+
+
+# ---- the Inductor adapter -----------------------------------------------------------
+def test_the_inductor_record_reports_its_plans_loops():
+    pytest.importorskip("torch")
+    from spyreopt.integrations.inductor.records import CapturedGraph, Options
+
+    p = sdpa_loop()
+    buffers = {o.name: f"buf{i}" for i, o in enumerate(p.ops)}
+    r = CapturedGraph("g0", "inference", Options(), so.Graph.from_dict(p.graph), p, buffers, {"matmul": 2})
+    (loop,) = r.loops
+    assert loop["ops"] == [o.name for o in p.ops] and loop["buffers"] == sorted(buffers.values())
+    assert (loop["dim"], loop["tiles"], loop["staged"]) == ("m", 4, ["k", "v"])
+    assert loop["footprint_bytes"] == p.loops[0].footprint_bytes
+    assert "loop 0: 8 ops scores..context over m in 4 tiles" in r.summary() and "staged k, v" in r.summary()
+    assert CapturedGraph("g1", "inference", Options()).loops == []

@@ -7,6 +7,7 @@ from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
 from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
 from spyreopt.model.problem import Problem
+from spyreopt.model.tiling import decode_loops
 
 # backend statistics measured in wall-clock time: kept under stats["timing"], out of deterministic JSON
 WALL_CLOCK_STATS = {
@@ -28,6 +29,7 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
     f = problem.formulation
     objective = f.evaluate(a)
     breakdown = problem.evaluate(a)
+    loops, loop_of = decode_loops(problem, a, f)
     ops, tensors = [], []
     for i, o in enumerate(problem.ops):
         cand = problem.candidates[i][a[i]]
@@ -44,18 +46,19 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
                 residency=cand.residency,
                 predicted_us=b.total,
                 breakdown={k: v for k, v in vars(b).items()},
+                loop=loop_of[i],
             )
         )
-        resident = cand.residency != "hbm"
+        held = int(f.nodes[i].usages[a[i]])  # a resident output, or a loop's accumulator
         tensors.append(
             TensorPlan(
                 name=o.output,
                 producer=o.name,
                 residency=cand.residency,
                 stick=lay.stick,
-                address=sol.offsets.get(("node", i)) if resident else None,
-                bytes_per_core=lay.footprint if resident else 0,
-                lifetime=list(f.nodes[i].interval) if resident else [i, i + 1],
+                address=sol.offsets.get(("node", i)) if held else None,
+                bytes_per_core=held,
+                lifetime=list(f.nodes[i].interval) if held else [i, i + 1],
             )
         )
     edges = []
@@ -96,4 +99,5 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
         seed=seed,
         message=_scoped(problem, sol),
         stats=stats,
+        loops=loops,
     )

@@ -37,7 +37,17 @@ from spyreopt.model.formulation import Formulation, affine_value
 from spyreopt.model.geometry import LayoutQuantities, edge_quantities, layout_quantities
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
-from spyreopt.model.tables import EdgeTable, OpTable, build_formulation, edge_table, op_table
+from spyreopt.model.tables import EdgeTable, LoopClasses, OpTable, build_formulation, edge_table, op_table
+from spyreopt.model.tiling import (
+    checked_tiled_layout,
+    edge_loop_classes,
+    layout_tiles,
+    loop_residencies,
+    parse_tiling,
+    tile_counts,
+    tiled_layouts,
+    tiling_scope,
+)
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 FORBIDDEN = None
@@ -111,10 +121,12 @@ class Problem:
         coefficients: Coefficients | None = None,
         *,
         max_layouts: int = 6,
-        fixed: dict[str, tuple[tuple[int, ...] | str, int, str]] | None = None,
+        fixed: dict[str, tuple] | None = None,
+        tiling: bool = True,
     ):
-        """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency): those ops get
-        exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned ops)."""
+        """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency[, tiling]): those
+        ops get exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned
+        ops); the optional tiling is (dim name, tile count) or None. ``tiling=False`` plans no tiled loops."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
@@ -128,6 +140,9 @@ class Problem:
         self.fixed = fixed
         self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self._memo: dict = {}
+        refs = [tuple(resolve(graph, x) for x in o.inputs) for o in self.ops]
+        self.tile_scope = tiling_scope(graph, self.ops, self.hw, refs) if tiling and fixed is None else {}
+        self.tile_counts = tile_counts(graph, self.ops, self.hw) if self.tile_scope else ()
         self.sig = self._signatures()
         self.cands = self._layouts(max_layouts)
         self.edges = self._edges()
@@ -165,8 +180,9 @@ class Problem:
         ids: dict = {}
         out = []
         for o in self.ops:
-            pin = self.fixed[o.name][:2] if self.fixed and o.name in self.fixed else None
-            out.append(ids.setdefault((op_signature(self.graph, o), pin), len(ids)))
+            pin = self._fixed_tiling(o.name) if self.fixed and o.name in self.fixed else None
+            scope = self.tile_scope.get(self.step[o.name])
+            out.append(ids.setdefault((op_signature(self.graph, o), pin, scope), len(ids)))
         return out
 
     def _layouts(self, max_layouts: int) -> list[OpCandidates]:
@@ -180,9 +196,35 @@ class Problem:
             oc = OpCandidates(self.graph, o, self.hw, self.coef, max_layouts, pin)
             if not oc.layouts:
                 raise GraphError(f"op {o.name!r}: no legal division (span limit {self.hw.span_limit_bytes} bytes per core)")
+            tiled = self._fixed_tiling(o.name) if pin is not None else None
+            if tiled is not None:
+                dim, tiles = parse_tiling(oc, {"dim": tiled[0], "tiles": tiled[1]})
+                oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles)]
+            elif self.step[o.name] in self.tile_scope:
+                oc.layouts = oc.layouts + tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)
             first[sig] = oc
             out.append(oc)
         return out
+
+    def _fixed_tiling(self, name: str) -> tuple | None:
+        """A fixed op's (factors, stick) and its tiling (dim name, tile count) when it has one."""
+        fixed = self.fixed[name]
+        return tuple(fixed[3]) if len(fixed) > 3 and fixed[3] is not None else None
+
+    def ancestors(self, i: int) -> set[int]:
+        """Ops whose output op i depends on, transitively."""
+        key = ("ancestors", i)
+        if key not in self._memo:
+            seen: set[int] = set()
+            todo = [i]
+            while todo:
+                for k in self.in_edges[todo.pop()]:
+                    p = self.edges[k].producer
+                    if p not in seen:
+                        seen.add(p)
+                        todo.append(p)
+            self._memo[key] = seen
+        return self._memo[key]
 
     def _edges(self) -> list[EdgeRef]:
         out = []
@@ -214,12 +256,17 @@ class Problem:
         if key not in self._memo:
             capacity = self.hw.planner_lx_bytes
             out = []
+            restick = self.layout_quantities(i).leaf_restick.any(axis=-1)
             for li, lay in enumerate(self.cands[i].layouts):
-                for r in res:
+                if lay.tile is not None and restick[li]:
+                    continue  # a loop reads graph inputs in the stick they are stored in
+                for r in res if lay.tile is None else loop_residencies(lay, res):
                     if r != "hbm" and lay.footprint > capacity:
                         continue
                     branches = ("r", "w") if r != "lx" and varying_reads else ("-",)
                     out.extend(Candidate(li, r, b) for b in branches)
+            if not out:
+                raise PlanError(f"op {name!r}: no candidate: residency {list(res)} is not possible inside a loop")
             self._memo[key] = (tuple(out), self._memo.setdefault(("list", tuple(out)), len(self._memo)))
         cands, list_id = self._memo[key]
         out = list(cands)
@@ -285,7 +332,12 @@ class Problem:
             frac = spyre.overlap_fraction(self.coef, self.layout_quantities(e.consumer).stream_bytes)
             v_g1 = self.op_table(e.consumer).g1
             q = self.edge_quantities(k)
-            self._memo[key] = edge_table(self.coef, q, cu, cv, frac, v_g1, self.reads_leaf[e.consumer])
+            pu, pv = self.cands[e.producer], self.cands[e.consumer]
+            loop = None
+            if any(x.tile for x in pu.layouts) or any(x.tile for x in pv.layouts):
+                inner, touched = edge_loop_classes(pu, pv, e.operand)
+                loop = LoopClasses(inner, touched, layout_tiles(pu), layout_tiles(pv))
+            self._memo[key] = edge_table(self.coef, q, cu, cv, frac, v_g1, self.reads_leaf[e.consumer], loop)
         self._edge_tables[k] = (cu, cv, self._memo[key])
         return self._memo[key]
 

@@ -1,0 +1,294 @@
+"""Tiled loops in the candidate space: which ops may tile, their tiled layouts, the pair rules, the loops.
+
+The loop decision is part of each op's candidate: a layout may carry a ``Tile``
+(iteration dim, tile count). Nothing else in the Formulation knows about loops:
+
+* a tiled layout's quantities are those of its op run ``T`` times on a tile
+  (``costmodel.loops``); its output footprint is one tile (or, tiled over a
+  matmul's k, the whole output slice: the accumulator);
+* its output is ``lx`` (every consumer in the same loop) or ``hbm`` (the loop's
+  output, written per tile); an accumulator only ``hbm`` (written once);
+* an edge stays on chip (in place or relayout of the tile slices) only when both
+  ends tile the same tensor dim with the same ``T``; any other edge touching a
+  tiled op goes through device memory, and never restickifies;
+* guard pairs make loops contiguous runs of the schedule: a tiled ``lx`` op
+  forces every op up to its last consumer into its tile count, and a tiled
+  ``hbm`` op ends its run (the next op does not share its tile count), as does
+  an edge from a tiled ``hbm`` op to a consumer of the same tile count;
+* an accumulator lives across iterations, so its buffer's interval starts at the
+  first op that can share its loop.
+
+A loop of the decoded plan is then a maximal run of consecutive ops tiled with
+the same ``T``; the rules above make it connected by on-chip edges, with every
+inner edge on chip and every edge in or out through device memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from spyreopt.costmodel import loops as cl
+from spyreopt.model.candidates import Layout, OpCandidates
+from spyreopt.model.formulation import Edge
+from spyreopt.model.layout import box_padded_bytes
+from spyreopt.model.plan import LoopPlan
+from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
+
+KEEP_PER_TILING = 3  # layouts kept per (dim, tile count): the fastest alone, as the untiled enumeration ranks them
+LARGE_FRACTION = 0.5  # an op is large when its output, split over every core, exceeds this much of the scratchpad
+TILE_TARGET = 0.25  # the tile counts searched centre on one tile of a large output taking this much of it
+
+
+def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int) -> Layout | None:
+    """Layout ``base`` of ``oc`` run over ``tiles`` tiles of iteration dim ``dim`` (None when illegal)."""
+    lay = oc.layouts[base]
+    if tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles):
+        return None
+    return _tiled(oc, lay, base, dim, tiles)
+
+
+def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int) -> Layout:
+    """As ``tiled_layout``, or PlanError naming the op and the rule."""
+    from spyreopt.errors import PlanError
+
+    lay = oc.layouts[base]
+    why = tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles)
+    if why:
+        raise PlanError(f"op {oc.op.name!r}: {tiles} tiles of dim {oc.space.dims[dim]}: {why}")
+    return _tiled(oc, lay, base, dim, tiles)
+
+
+def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int) -> Layout:
+    c, space = oc.coef, oc.space
+    acc = space.reduction[dim]
+    matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
+    rows_tiled = matmul and dim == len(space.dims) - 3
+    compute = float(cl.tiled_compute_ns(c, matmul, work, rows, trans, sred, tiles, rows_tiled))
+    if acc:
+        compute += float(cl.accumulate_ns(c, lay.footprint // oc.out.elem_bytes, tiles))
+    overhead = lay.psum_ns + float(cl.iteration_ns(c, tiles, len(oc.refs) + 1))
+    footprint = lay.footprint if acc else lay.footprint // tiles
+    return replace(
+        lay,
+        compute_ns=compute,
+        psum_ns=overhead,
+        footprint=footprint,  # the stream (and so the overlap) is the untiled one: double buffered across tiles
+        tile=Tile(dim, tiles, base, acc),
+    )
+
+
+# ---- which ops tile, and over what -------------------------------------------------------------
+def large_tensors(graph, ops, hw, refs) -> set[str]:
+    """Intermediates (outputs some op reads) that, split over every core, take more than ``LARGE_FRACTION``
+    of a scratchpad: only these are worth keeping on chip a tile at a time."""
+    limit = LARGE_FRACTION * hw.planner_lx_bytes
+    read = {r.base for rs in refs for r in rs}
+    return {o.output for o in ops if o.output in read and graph.tensors[o.output].nbytes / hw.cores > limit}
+
+
+def tiling_scope(graph, ops, hw, refs) -> dict[int, tuple[int, ...]]:
+    """Op index -> the iteration dims it may tile: ops with a large output, and ops reading one (so the large
+    tensor can stay on chip between them); a matmul's k only when it reads a large operand along k."""
+    from spyreopt.model.opspace import op_space
+
+    large = large_tensors(graph, ops, hw, refs)
+    out: dict[int, tuple[int, ...]] = {}
+    for i, o in enumerate(ops):
+        if o.kind == "reshape":
+            continue
+        reads = [j for j, r in enumerate(refs[i]) if r.base in large]
+        if o.output not in large and not reads:
+            continue
+        space = op_space(graph, o)
+        dims = []
+        for d, (e, red) in enumerate(zip(space.extents, space.reduction)):
+            if e < 2:
+                continue
+            if red and not (o.kind == "matmul" and any(d in space.operand_maps[j] for j in reads)):
+                continue
+            dims.append(d)
+        if dims:
+            out[i] = tuple(dims)
+    return out
+
+
+def tile_counts(graph, ops, hw) -> tuple[int, ...]:
+    """The tile counts searched: around the count that brings one tile of the largest output to
+    ``TILE_TARGET`` of the scratchpad (a few powers of two, so the candidate count stays small)."""
+    biggest = max((graph.tensors[o.output].nbytes for o in ops), default=0)
+    per_core = biggest / hw.cores
+    need = next((t for t in TILE_COUNTS if per_core / t <= TILE_TARGET * hw.planner_lx_bytes), TILE_COUNTS[-1])
+    return tuple(t for t in TILE_COUNTS if need // 2 <= t <= need * 2)
+
+
+def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
+    """Per (dim, tile count), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone."""
+    bases = [b for b, lay in enumerate(oc.layouts) if lay.tile is None]
+    out: list[Layout] = []
+    for dim in dims:
+        for tiles in counts:
+            found = [lay for b in bases if (lay := tiled_layout(oc, b, dim, tiles)) is not None]
+            found.sort(key=lambda lay: (round(oc._isolated_ns(lay), 6), lay.division.factors, lay.stick))
+            out.extend(found[:KEEP_PER_TILING])
+    return out
+
+
+def loop_residencies(lay: Layout, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A tiled op's output: ``lx`` (read only inside its loop) or ``hbm`` (written per tile); an accumulator
+    is written once after the last tile."""
+    keep = ("hbm",) if lay.tile is not None and lay.tile.accumulate else ("hbm", "lx")
+    return tuple(r for r in allowed if r in keep)
+
+
+# ---- pair rules ----------------------------------------------------------------------------------
+def output_tile_dim(oc: OpCandidates, lay: Layout) -> int | None:
+    """The output tensor dim a tiled layout's tile runs along (None: untiled, or an accumulator)."""
+    if lay.tile is None or lay.tile.accumulate:
+        return None
+    return oc.space.output_map.index(lay.tile.dim)
+
+
+def operand_tile_dim(oc: OpCandidates, lay: Layout, j: int) -> int | None:
+    """The base tensor dim of operand j a tiled layout's tile runs along (None: untiled, or invariant)."""
+    if lay.tile is None or lay.tile.dim not in oc.space.operand_maps[j]:
+        return None
+    return oc.refs[j].perm[oc.space.operand_maps[j].index(lay.tile.dim)]
+
+
+def layout_tiles(oc: OpCandidates) -> np.ndarray:
+    """Per layout its tile count (0: untiled)."""
+    return np.array([0 if lay.tile is None else lay.tile.tiles for lay in oc.layouts], dtype=np.int64)
+
+
+def edge_loop_classes(prod: OpCandidates, cons: OpCandidates, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """Over (producer layout, consumer layout): ``inner`` (both tile the edge's tensor dim with the same
+    count: one tile per iteration, on chip allowed) and ``touched`` (some end is tiled: device memory only
+    unless inner)."""
+    tu, tv = layout_tiles(prod), layout_tiles(cons)
+    du = np.array([-1 if (d := output_tile_dim(prod, x)) is None else d for x in prod.layouts])
+    dv = np.array([-1 if (d := operand_tile_dim(cons, x, j)) is None else d for x in cons.layouts])
+    inner = (tu[:, None] > 0) & (tu[:, None] == tv[None, :]) & (du[:, None] >= 0) & (du[:, None] == dv[None, :])
+    touched = (tu[:, None] > 0) | (tv[None, :] > 0)
+    return inner, touched
+
+
+def candidate_tiles(problem, i: int) -> np.ndarray:
+    """Per candidate of op i its tile count (0: untiled)."""
+    tiles = layout_tiles(problem.cands[i])
+    return np.array([tiles[c.layout] for c in problem.candidates[i]], dtype=np.int64)
+
+
+def guard_edges(problem) -> list[Edge]:
+    """Zero-cost pairs that keep loops contiguous: a tiled ``lx`` op p forces every op in
+    (p, last use of p] to its tile count; a tiled ``hbm`` op forbids its count to the next op. Pairs along a
+    graph edge are already held by the edge's table."""
+    out = []
+    consumers = [{problem.edges[k].consumer for k in ks} for ks in problem.out_edges]
+    tiles = [candidate_tiles(problem, i) for i in range(len(problem.ops))]
+    for p in range(len(problem.ops)):
+        tp = tiles[p]
+        if not tp.any():
+            continue
+        res = np.array([c.residency for c in problem.candidates[p]])
+        for x in range(p + 1, max(problem.last_use[p], p + 1) + 1):
+            if x >= len(problem.ops) or x in consumers[p]:
+                continue
+            bad = np.zeros((len(tp), len(tiles[x])), dtype=bool)
+            if x <= problem.last_use[p]:
+                bad |= ((tp > 0) & (res == "lx"))[:, None] & (tp[:, None] != tiles[x][None, :])
+            if x == p + 1:
+                bad |= ((tp > 0) & (res == "hbm"))[:, None] & (tp[:, None] == tiles[x][None, :])
+            if bad.any():
+                zero = np.zeros(bad.shape, dtype=np.int64)
+                out.append(Edge(p, x, zero, ~bad))
+    return out
+
+
+def node_interval(problem, i: int) -> tuple[int, int]:
+    """Op i's buffer interval: producer to last use, from the first op that can share its loop when one
+    of its candidates is an accumulator (live across every iteration)."""
+    lo = i
+    if any(lay.tile is not None and lay.tile.accumulate for lay in problem.cands[i].layouts):
+        ancestors = problem.ancestors(i)
+        while lo > 0 and lo - 1 in ancestors and candidate_tiles(problem, lo - 1).any():
+            lo -= 1
+    return lo, problem.last_use[i] + 1
+
+
+# ---- the loops of an assignment ------------------------------------------------------------------
+def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list[int | None]]:
+    """Maximal runs of consecutive ops tiled with the same count, and each op's loop index."""
+    tiles = [problem.layout(i, s).tile for i, s in enumerate(assignment)]
+    loops: list[LoopPlan] = []
+    of: list[int | None] = [None] * len(tiles)
+    i = 0
+    while i < len(tiles):
+        if tiles[i] is None:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(tiles) and tiles[j + 1] is not None and tiles[j + 1].tiles == tiles[i].tiles:
+            j += 1
+        members = range(i, j + 1)
+        names = [problem.ops[x].name for x in members]
+        dims = {problem.ops[x].name: problem.cands[x].space.dims[tiles[x].dim] for x in members}
+        for x in members:
+            of[x] = len(loops)
+        loops.append(
+            LoopPlan(
+                ops=names,
+                dim=dims[names[0]],
+                op_dims=dims,
+                tiles=tiles[i].tiles,
+                footprint_bytes=loop_footprint(formulation, assignment, set(members), i, j),
+                staged=[],
+                accumulate=any(tiles[x].accumulate for x in members),
+            )
+        )
+        i = j + 1
+    return loops, of
+
+
+def loop_footprint(formulation, assignment, members: set[int], first: int, last: int) -> int:
+    """Per core, the peak over the loop's steps of its ops' buffers (tiles, accumulators) and its edges' copies."""
+    peak = 0
+    bufs = [b for b in formulation.buffers(assignment) if _owner(formulation, b.key) in members]
+    for step in range(first, last + 1):
+        peak = max(peak, sum(b.size for b in bufs if b.lower <= step < b.upper))
+    return peak
+
+
+def _owner(formulation, key) -> int:
+    kind, index = key
+    return index if kind == "node" else formulation.edges[index].v
+
+
+def tile_bytes(oc: OpCandidates, lay: Layout) -> int:
+    """Per-core bytes one tile of the output takes (the whole slice for an accumulator)."""
+    if lay.tile is None:
+        return lay.footprint
+    box = next(iter(lay.owner_boxes.values()))
+    return box_padded_bytes(box, lay.stick, oc.out.elem_bytes, oc.hw.stick_bytes) // (
+        1 if lay.tile.accumulate else lay.tile.tiles
+    )
+
+
+def parse_tiling(oc: OpCandidates, spec) -> tuple[int, int] | None:
+    """A pinned tiling ``{"dim": name, "tiles": T}`` (or None: untiled) as (iteration dim index, T)."""
+    from spyreopt.errors import PlanError
+
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"dim", "tiles"}:
+        raise PlanError(f"op {oc.op.name!r}: tiling pin must be {{'dim': name, 'tiles': T}} or null, got {spec!r}")
+    dims = oc.space.dims
+    batch = [d for d in dims if d.startswith("b")]
+    name = batch[0] if spec["dim"] == "b" and len(batch) == 1 else spec["dim"]
+    if name not in dims:
+        raise PlanError(f"op {oc.op.name!r}: tiling pin names dim {spec['dim']!r}; its dims are {', '.join(dims)}")
+    t = spec["tiles"]
+    if isinstance(t, bool) or not isinstance(t, int) or t < 2:
+        raise PlanError(f"op {oc.op.name!r}: tiling pin needs an integer tile count >= 2, got {t!r}")
+    return dims.index(name), t

@@ -1,0 +1,45 @@
+"""The tiling attribute of a layout and its legality rules (shared by candidates and the loop planner).
+
+A tiled layout runs its op inside a loop over ``tiles`` tiles of iteration dim
+``dim``: tile ``t`` of extent ``E`` is ``[t*E/T, (t+1)*E/T)`` and the layout's
+core division applies within each tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spyreopt.model.opspace import OpSpace
+
+TILE_COUNTS = (2, 4, 8, 16, 32, 64)  # powers of two up to a cap: enough range, few candidates
+
+
+@dataclass(frozen=True)
+class Tile:
+    dim: int  # iteration dim index (``OpSpace.dims``)
+    tiles: int
+    base: int  # index of the untiled layout this one tiles (same division and stick)
+    accumulate: bool  # the dim is a reduction (a matmul's k): the output is an on-chip accumulator
+
+
+def invariant(space: OpSpace, tile: Tile, j: int) -> bool:
+    """Operand j does not vary with the tile: every iteration reads all of it (or it is staged)."""
+    return tile.dim not in space.operand_maps[j]
+
+
+def tile_reason(space: OpSpace, kind: str, factors: tuple[int, ...], units: tuple[int, ...], dim: int, tiles: int):
+    """Why ``tiles`` tiles of iteration dim ``dim`` are illegal for a division, or None when legal.
+
+    The extent must split into ``tiles`` x ``parts`` equal blocks of whole split units (sticks on a stick
+    dim); only a matmul may tile its reduction (with an accumulator), and then not also split it over cores.
+    """
+    name = space.dims[dim]
+    if kind in ("reshape", "view"):
+        return f"a {kind} is not tiled"
+    if space.reduction[dim] and kind != "matmul":
+        return f"dim {name} is reduced by a {kind}: only a matmul accumulates over a tiled reduction"
+    extent, unit, parts = space.extents[dim], units[dim], factors[dim]
+    if tiles < 2 or extent % (tiles * parts * unit):
+        what = f"{tiles} tiles x {parts} parts" + (f" of whole {unit}-element sticks" if unit > 1 else "")
+        return f"extent {extent} of dim {name} does not split into {what}"
+    return None

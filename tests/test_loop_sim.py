@@ -176,3 +176,29 @@ def test_the_inductor_record_reports_its_plans_loops():
     assert loop["footprint_bytes"] == p.loops[0].footprint_bytes
     assert "loop 0: 8 ops scores..context over m in 4 tiles" in r.summary() and "staged k, v" in r.summary()
     assert CapturedGraph("g1", "inference", Options()).loops == []
+
+
+# ---- loops the planner makes ----------------------------------------------------------
+def _pinned(g: so.Graph, dims: dict[str, str], tiles: int) -> so.Plan:
+    return so.solve(
+        g, backend="greedy", time_limit=10, pin={n: {"tiling": {"dim": d, "tiles": tiles}} for n, d in dims.items()}
+    )
+
+
+def _planner_loops():
+    sm = so.workloads.get("softmax")
+    yield "softmax", sm, dict.fromkeys(_ops(sm), "d0"), 4
+    sw = so.workloads.get("swiglu")
+    yield "swiglu", sw, {n: "m" if sw.ops[n].kind == "matmul" else "d0" for n in _ops(sw)}, 2
+    km = so.workloads.get("ktiled_matmul", tokens=256, k=16384, n=256)
+    yield "ktiled_matmul", km, {"act": "d1", "proj": "k"}, 8
+
+
+@pytest.mark.parametrize("name,g,dims,tiles", list(_planner_loops()), ids=lambda x: x if isinstance(x, str) else "")
+def test_planner_loops_validate_simulate_and_compute_the_reference(name, g, dims, tiles):
+    p = _pinned(g, dims, tiles)
+    assert [(sorted(lp.ops), lp.tiles) for lp in p.loops] == [(sorted(dims), tiles)]
+    p.validate()
+    r = simulate(p)
+    assert r.loops[0]["tiles"] == tiles and set(r.op_us) == {o.name for o in p.ops}
+    check_execution(p, seed=6)

@@ -50,6 +50,7 @@ class _Machine:
         eps = [elems_per_stick(t.elem_bytes, hw.stick_bytes) for t in trace.graph.tensors.values()]
         self.lx = RawScratchpad(hw.cores, hw.planner_lx_bytes, hw.stick_bytes, max(eps))
         self.device: dict[str, np.ndarray] = dict(inputs)
+        self.tile_steps: dict[int, Step] = {}  # inside a loop: each of its steps on the current tile
 
     def eps(self, tensor: str) -> int:
         return elems_per_stick(self.trace.tensor(tensor).elem_bytes, self.trace.hw.stick_bytes)
@@ -64,7 +65,7 @@ class _Machine:
                     f"op {s.name!r}: reads tensor {name!r} from device memory, but it was never written there"
                 )
             return {c: self.device[name][_index(box)] for c, box in od.boxes}
-        prod = self.trace.steps[od.producer]
+        prod = self.tile_steps.get(od.producer) or self.trace.steps[od.producer]  # in a loop: its current tile
         what = f"tensor {name!r} (read by op {s.name!r})"
         if od.mode == "inplace":
             return {
@@ -147,8 +148,9 @@ class _Machine:
             }
         acc: dict[int, dict[int, np.ndarray]] = {}
         for t in range(loop.tiles):
+            self.tile_steps = {x.index: tile_step(loop, k, t) for k, x in enumerate(loop.steps)}
             for k in range(len(loop.steps)):
-                s = tile_step(loop, k, t)
+                s = self.tile_steps[loop.steps[k].index]
                 results = self.compute(s, staged)
                 if not loop.accumulates(k):
                     self.finish(s, results)
@@ -156,6 +158,7 @@ class _Machine:
                 fn = s.op.attrs.get("fn", "sum") if s.op.kind == "reduce" else "sum"
                 for c, v in results.items():
                     acc.setdefault(k, {})[c] = v if t == 0 else _combine(fn, acc[k][c], v)
+        self.tile_steps = {}
         for k, parts in acc.items():
             fn = loop.steps[k].op.attrs.get("fn", "sum") if loop.steps[k].op.kind == "reduce" else "sum"
             if fn == "mean":

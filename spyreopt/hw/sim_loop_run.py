@@ -109,8 +109,9 @@ def run_loop(run: _Run, loop: Loop, t0: float) -> LoopTime:
         if t:
             lx.drop(internal)
         span, prefetch = 0.0, {}
+        run.tile_steps = {x.index: tile_step(loop, k, t) for k, x in enumerate(loop.steps)}
         for k in range(len(loop.steps)):
-            s = tile_step(loop, k, t)
+            s = run.tile_steps[loop.steps[k].index]
             ops = []
             for od in s.operands:
                 if _device(od) and od.ref.base in loop.staged:
@@ -157,6 +158,7 @@ def run_loop(run: _Run, loop: Loop, t0: float) -> LoopTime:
         spans.append(span)
         if t == 0:
             buffered = hw.planner_lx_bytes - peak >= 2 * max(streamed)
+    run.tile_steps = {}
     res.ns[names[0]]["dma"] += stage.time_ns
     for c, size in held:
         lx.unreserve(c, size)

@@ -95,8 +95,13 @@ class _Run:
         self.in_device = {t.name for t in self.trace.graph.tensors.values() if t.producer is None}
         self.busy = [0.0] * hw.cores
         self.occupancy: list[list[tuple[float, int]]] = [[] for _ in range(hw.cores)]
+        self.tile_steps: dict[int, Step] = {}  # inside a loop: each of its steps on the current tile
 
     # ---- operands ----------------------------------------------------------
+    def producer(self, od: Operand) -> Step:
+        """The step that wrote the operand: inside a loop, the producer's step on the current tile."""
+        return self.tile_steps.get(od.producer) or self.trace.steps[od.producer]
+
     def _sizes(self, tensor: str, box, stick: int, whole=None) -> tuple[int, int]:
         t = self.trace.tensor(tensor)
         hw = self.m.hw
@@ -104,7 +109,7 @@ class _Run:
         return requests(box, whole, stick, t.elem_bytes, hw.stick_bytes, hw.dma_burst_sticks)
 
     def _check_resident(self, s: Step, od: Operand) -> Step:
-        prod = self.trace.steps[od.producer]
+        prod = self.producer(od)
         what = f"tensor {od.ref.base!r}"
         if prod.residency == "hbm":
             raise PlanError(
@@ -159,7 +164,7 @@ class _Run:
     def _device_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
         """Read from device memory; a tensor stored in another stick is transformed there first."""
         if od.ref.base not in self.in_device:
-            prod = self.trace.steps[od.producer]
+            prod = self.producer(od)
             raise PlanError(
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"

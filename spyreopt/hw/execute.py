@@ -9,7 +9,12 @@ the source cores' scratchpads into a copy at the plan's copy address (a
 restickify likewise, writing the copy in the new stick layout: numerically the
 identity); ``hbm`` and ``spill`` edges read back the full tensor the producer
 wrote to the device-memory dictionary. Nothing is taken from the reference, so
-a plan that moves the wrong slice produces wrong numbers.
+a plan that moves the wrong slice produces wrong numbers. A tiled loop runs tile
+by tile (every op on tile 0, then tile 1, ...): each tile of an internal tensor
+is written at the tensor's address over the previous one, staged tensors are cut
+from a copy loaded once, and an op reducing over the tiled dim folds each tile's
+partial result (sum, max, min; a mean sums the tiles' means and divides by T)
+and stores it after the last tile.
 
 Precision: every tensor is computed in float32 whatever its dtype (fp16, bf16
 and fp8 tensors are not rounded to their format), so ``execute`` checks the

@@ -51,7 +51,7 @@ class Loop:
 def loops_of(trace: Trace) -> list[Loop]:
     """The plan's loops as walkable step sequences (PlanError if a loop cannot be walked)."""
     out = []
-    for i, spec in enumerate(getattr(trace.plan, "loops", []) or []):
+    for i, spec in enumerate(trace.plan.loops):
         label = f"loop {i} ({', '.join(spec.ops)})"
         unknown = [n for n in spec.ops if n not in trace.step_of]
         if unknown:

@@ -13,6 +13,9 @@ Ops run in schedule order separated by barriers. Within an op, in order:
 4. a k-split reduces its partial sums over the ring onto the owner cores;
 5. the barrier.
 
+The ops of a tiled loop run together, iteration by iteration, each on its tile
+(``sim_loop_run``: staging, re-reads, accumulators, double buffering).
+
 Meanwhile it tracks every core's scratchpad address by address and rejects a
 plan that reads a slice that is not there or writes over a live one (see
 ``sim_lx``). Timing never consults the cost model. Units: ns inside, µs out.
@@ -67,6 +70,13 @@ class SimResult:
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         busy = sum(self.core_busy) / max(len(self.core_busy), 1)
+        for i, lp in enumerate(self.loops):
+            its = lp["iteration_us"]
+            lines.append(
+                f"loop {i}: {lp['ops'][0]}..{lp['ops'][-1]} in {lp['tiles']} tiles, {lp['time_us']:.3f} us "
+                f"({'double buffered' if lp['double_buffered'] else 'single buffered'}; iterations "
+                f"{min(its):.3f}-{max(its):.3f} us; staging {lp['staged_us']:.3f} us)"
+            )
         lines.append(f"\ntotal {self.time_us:.3f} us simulated   mean core busy {busy:.1%}")
         return "\n".join(lines)
 

@@ -181,7 +181,7 @@ class _Loop:
 
 def check_loops(plan: Plan) -> None:
     """Raise PlanError naming the loop, the op and the rule if any loop of the plan is illegal."""
-    loops = list(getattr(plan, "loops", []) or [])
+    loops = plan.loops
     try:
         g = Graph.from_dict(plan.graph)
         hw = HardwareSpec.from_dict(plan.hardware)
@@ -218,9 +218,9 @@ def check_loops(plan: Plan) -> None:
             raise PlanError(f"{where}: not contiguous in the schedule: op(s) {gap} run between its ops")
     for o in plan.ops:
         want = member.get(o.name)
-        if getattr(o, "loop", None) != want:
+        if o.loop != want:
             raise PlanError(
-                f"op {o.name!r}: plan says loop {getattr(o, 'loop', None)}, but the loops place it in {want}"
+                f"op {o.name!r}: plan says loop {o.loop}, but the loops place it in {want}"
             )
     for i in range(len(loops)):
         _check_loop(_Loop(plan, g, hw, i), plan)

@@ -219,9 +219,7 @@ def check_loops(plan: Plan) -> None:
     for o in plan.ops:
         want = member.get(o.name)
         if o.loop != want:
-            raise PlanError(
-                f"op {o.name!r}: plan says loop {o.loop}, but the loops place it in {want}"
-            )
+            raise PlanError(f"op {o.name!r}: plan says loop {o.loop}, but the loops place it in {want}")
     for i in range(len(loops)):
         _check_loop(_Loop(plan, g, hw, i), plan)
 

@@ -40,7 +40,7 @@ from spyreopt.model.layout import (
     span_bytes,
 )
 from spyreopt.model.opspace import OpSpace, op_space
-from spyreopt.model.tiling_rules import Tile, invariant
+from spyreopt.model.tiling_rules import Tile, rereads
 
 
 @dataclass(frozen=True)
@@ -322,7 +322,7 @@ class OpCandidates:
             base = self.g.tensors[self.refs[j].base]
             sizes = [box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes) for _, b in lay.reads[j]]
             requests = sum(dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) for _, b in lay.reads[j])
-            again = lay.tile.tiles if lay.tile is not None and invariant(self.space, lay.tile, j) else 1
+            again = rereads(self.space, lay.tile, j)
             self._sizes[key] = (sum(sizes) * again, max(sizes), requests * again)
         return self._sizes[key]
 

@@ -187,7 +187,9 @@ class RestrictedProblem(Problem):
         oc = self.cands[i]
         want = parse_tiling(oc, tiling)
         kept = [c for c in cands if _tiling_of(oc.layouts[c.layout]) == want]
-        if want is None:
+        if want is None or not kept:
+            if not kept:
+                raise PlanError(f"op {oc.op.name!r}: pinned tiling {tiling} leaves no candidate under the other pins")
             return kept
         usage = dict(zip(self.candidates[i], self.op_table(i).usage))  # the unrestricted list, still in place
         fits = [c for c in kept if usage[c] <= self.hw.planner_lx_bytes]

@@ -150,7 +150,7 @@ class RestrictedProblem(Problem):
             division = self.restriction.pin.get(o.name, {}).get("division")
             if division:
                 oc = copy(out[i])
-                oc._sizes = {}  # keyed by layout identity: not shared with the twins whose layouts these replace
+                oc._sizes = {}  # not shared with the twins whose layouts these replace
                 oc.layouts = self._pinned_layouts(oc, self._factor_pin(oc, division))
                 out[i] = oc
             if self.restriction.pin.get(o.name, {}).get("tiling") is not None:

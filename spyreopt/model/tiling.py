@@ -80,14 +80,14 @@ def staged_tensors(oc: OpCandidates, lay: Layout) -> list[str]:
     return staged_tensors_of(oc, lay.tile.dim) if lay.tile is not None and lay.tile.staged else []
 
 
-def _staged_bytes(oc: OpCandidates, lay: Layout, dim: int) -> int:
-    """Per core, the largest slices of the invariant operands (each read in its required stick, else as stored)."""
-    total = 0
+def _staged_parts(oc: OpCandidates, lay: Layout, dim: int) -> tuple[tuple[str, int], ...]:
+    """Per staged tensor, the largest slice a core reads of it (in its required stick, else as stored)."""
+    parts: dict[str, int] = {}
     for j in invariant_operands(oc, dim):
-        rank = len(oc.g.tensors[oc.refs[j].base].shape)
-        stick = lay.required[j] if lay.required[j] is not None else rank - 1
-        total += oc.max_read_bytes(lay, j, stick)
-    return total
+        base = oc.refs[j].base
+        stick = lay.required[j] if lay.required[j] is not None else len(oc.g.tensors[base].shape) - 1
+        parts[base] = max(parts.get(base, 0), oc.max_read_bytes(lay, j, stick))
+    return tuple(sorted(parts.items()))
 
 
 def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, staged: bool) -> Layout:
@@ -100,12 +100,12 @@ def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, stage
         compute += float(cl.accumulate_ns(c, lay.footprint // oc.out.elem_bytes, tiles))
     overhead = lay.psum_ns + float(cl.iteration_ns(c, tiles, len(oc.refs) + 1))
     tile = lay.footprint if acc else lay.footprint // tiles
-    held = _staged_bytes(oc, lay, dim) if staged else 0
+    held = _staged_parts(oc, lay, dim) if staged else ()
     return replace(
         lay,
         compute_ns=compute,
         psum_ns=overhead,
-        footprint=tile + held,  # the stream (and so the overlap) is the untiled one: double buffered across tiles
+        footprint=tile + sum(b for _, b in held),  # the stream (so the overlap) is the untiled one: double buffered
         tile=Tile(dim, tiles, base, acc, staged, tile, held),
     )
 
@@ -264,7 +264,42 @@ def guard_edges(problem) -> list[Edge]:
             if bad.any():
                 zero = np.zeros(bad.shape, dtype=np.int64)
                 out.append(Edge(p, x, zero, ~bad))
+    return out + _staging_guards(problem, tiles, consumers, {(e.u, e.v) for e in out})
+
+
+def _staging_guards(problem, tiles, consumers, taken) -> list[Edge]:
+    """Two ops of one tile count reading the same tensor, the same for every tile, both stage it or neither
+    (a loop stages a tensor once, for every op reading it)."""
+    out = []
+    readers: dict[str, list[int]] = {}
+    for i, oc in enumerate(problem.cands):
+        if tiles[i].any():
+            for name in {r.base for r in oc.refs}:
+                readers.setdefault(name, []).append(i)
+    pairs = sorted({(a, b) for ops in readers.values() for a in ops for b in ops if a < b})
+    for a, b in pairs:
+        if (a, b) in taken or b in consumers[a]:
+            continue
+        ia, ib = _staging_of(problem, a), _staging_of(problem, b)
+        bad = np.zeros((len(ia), len(ib)), dtype=bool)
+        for x, (ta, inv_a, st_a) in enumerate(ia):
+            for y, (tb, inv_b, st_b) in enumerate(ib):
+                bad[x, y] = ta > 0 and ta == tb and st_a != st_b and bool(inv_a & inv_b)
+        if bad.any():
+            out.append(Edge(a, b, np.zeros(bad.shape, dtype=np.int64), ~bad))
     return out
+
+
+def _staging_of(problem, i: int) -> list[tuple[int, frozenset, bool]]:
+    """Per candidate of op i: (tile count, tensors the same for every tile, staged)."""
+    oc = problem.cands[i]
+    per_layout = []
+    for lay in oc.layouts:
+        if lay.tile is None:
+            per_layout.append((0, frozenset(), False))
+        else:
+            per_layout.append((lay.tile.tiles, frozenset(staged_tensors_of(oc, lay.tile.dim)), lay.tile.staged))
+    return [per_layout[c.layout] for c in problem.candidates[i]]
 
 
 def node_interval(problem, i: int) -> tuple[int, int]:
@@ -322,10 +357,12 @@ def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
     """Per core, the peak over the loop's ops of the tiles live there (an ``lx`` output from its producer to
     its last consumer) and the copies made there, plus what lives across iterations: accumulators and
     staged operands."""
-    across, tiles = 0, []
+    across, tiles, staged = 0, [], {}
     for x in members:
         t = problem.layout(x, assignment[x]).tile
-        across += t.staged_bytes + (t.tile_bytes if t.accumulate else 0)
+        across += t.tile_bytes if t.accumulate else 0
+        for name, size in t.staged_parts:  # ops staging the same tensor share its one copy
+            staged[name] = max(staged.get(name, 0), size)
         if problem.candidates[x][assignment[x]].residency == "lx":
             tiles.append((x, problem.last_use[x], t.tile_bytes))
     copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
@@ -334,7 +371,7 @@ def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
         live = sum(size for x, last, size in tiles if x <= step <= last)
         live += sum(size for lower, size in copies if lower == step)
         peak = max(peak, live)
-    return across + peak
+    return across + sum(staged.values()) + peak
 
 
 def tile_bytes(oc: OpCandidates, lay: Layout) -> int:

@@ -22,7 +22,11 @@ class Tile:
     accumulate: bool  # the dim is a reduction (a matmul's k): the output is an on-chip accumulator
     staged: bool = False  # the operands without the tiled dim are loaded on chip once, not re-read per tile
     tile_bytes: int = 0  # per core: one tile of the output (the whole slice for an accumulator)
-    staged_bytes: int = 0  # per core: the staged operands, held for the whole loop
+    staged_parts: tuple[tuple[str, int], ...] = ()  # per staged tensor, its bytes per core (held for the loop)
+
+    @property
+    def staged_bytes(self) -> int:
+        return sum(b for _, b in self.staged_parts)
 
 
 def invariant(space: OpSpace, tile: Tile, j: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from spyreopt.costmodel.analytic import COST_UNIT_US
+from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
 from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
@@ -25,6 +26,9 @@ def _scoped(problem: Problem, sol: Solution) -> str:
 
 def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
     """The Plan of a solution; the balance twins are normalised first so the cost is exact."""
+    if len(sol.assignment) != len(problem.ops):
+        error = InfeasibleError if sol.status == "infeasible" else SolverError
+        raise error(f"{backend}: no plan for {problem.graph.name!r} ({sol.status}): {sol.message}")
     a = problem.normalize(sol.assignment)
     f = problem.formulation
     objective = f.evaluate(a)

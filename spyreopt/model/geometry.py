@@ -38,7 +38,7 @@ class LayoutQuantities:
     leaf_restick_requests: np.ndarray
     leaf_restick: np.ndarray
     reads_leaf: bool  # the op reads a graph input or weight: its device-memory read stream starts anyway
-    held: np.ndarray  # LX bytes per core held whatever the residency: an accumulator of a loop over k (else 0)
+    held: np.ndarray  # LX bytes per core held whatever the residency: a loop's accumulator and staged operands
 
 
 def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
@@ -73,7 +73,7 @@ def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantit
         leaf_restick_requests=rr,
         leaf_restick=rs,
         reads_leaf=any(leaf),
-        held=np.array([x.footprint if x.tile is not None and x.tile.accumulate else 0 for x in lays], dtype=np.int64),
+        held=np.array([_held(x) for x in lays], dtype=np.int64),
     )
 
 
@@ -114,6 +114,13 @@ def edge_quantities(
             ints["runs"][a, b], ints["fan_in"][a, b], ints["copy"][a, b] = ea.runs, ea.fan_in, ea.copy_bytes
             ints["link"][a, b], ints["hops"][a, b] = ea.link_bytes, ea.hops
     return EdgeQuantities(**flags, **ints)
+
+
+def _held(lay) -> int:
+    """LX bytes a tiled layout holds whatever its output's residency: an accumulator, staged operands."""
+    if lay.tile is None:
+        return 0
+    return lay.tile.staged_bytes + (lay.tile.tile_bytes if lay.tile.accumulate else 0)
 
 
 def _base(lay, index: int) -> int:

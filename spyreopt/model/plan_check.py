@@ -41,7 +41,8 @@ def fixed_problem(plan: Plan) -> Problem:
         if p.loop is not None:
             if not 0 <= p.loop < len(plan.loops) or o.name not in plan.loops[p.loop].op_dims:
                 raise PlanError(f"op {o.name!r}: loop {p.loop} does not list it")
-            tiling = (plan.loops[p.loop].op_dims[o.name], plan.loops[p.loop].tiles)
+            loop = plan.loops[p.loop]
+            tiling = (loop.op_dims[o.name], loop.tiles, tuple(loop.staged))
         fixed[o.name] = (tuple(int(p.division[d]) for d in dims), int(p.stick), p.residency, tiling)
     return Problem(graph, hw, coef, fixed=fixed)
 

@@ -44,6 +44,7 @@ from spyreopt.model.tiling import (
     layout_tiles,
     loop_residencies,
     parse_tiling,
+    staged_tensors_of,
     tile_counts,
     tiled_layouts,
     tiling_scope,
@@ -126,7 +127,7 @@ class Problem:
     ):
         """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency[, tiling]): those
         ops get exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned
-        ops); the optional tiling is (dim name, tile count) or None. ``tiling=False`` plans no tiled loops."""
+        ops); the optional tiling is (dim name, tile count[, staged tensor names]) or None. ``tiling=False`` plans no tiled loops."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
@@ -199,7 +200,8 @@ class Problem:
             tiled = self._fixed_tiling(o.name) if pin is not None else None
             if tiled is not None:
                 dim, tiles = parse_tiling(oc, {"dim": tiled[0], "tiles": tiled[1]})
-                oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles)]
+                staged = bool(set(tiled[2:3] and tiled[2]) & set(staged_tensors_of(oc, dim)))
+                oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles, staged)]
             elif self.step[o.name] in self.tile_scope:
                 oc.layouts = oc.layouts + tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)
             first[sig] = oc
@@ -210,21 +212,6 @@ class Problem:
         """A fixed op's (factors, stick) and its tiling (dim name, tile count) when it has one."""
         fixed = self.fixed[name]
         return tuple(fixed[3]) if len(fixed) > 3 and fixed[3] is not None else None
-
-    def ancestors(self, i: int) -> set[int]:
-        """Ops whose output op i depends on, transitively."""
-        key = ("ancestors", i)
-        if key not in self._memo:
-            seen: set[int] = set()
-            todo = [i]
-            while todo:
-                for k in self.in_edges[todo.pop()]:
-                    p = self.edges[k].producer
-                    if p not in seen:
-                        seen.add(p)
-                        todo.append(p)
-            self._memo[key] = seen
-        return self._memo[key]
 
     def _edges(self) -> list[EdgeRef]:
         out = []
@@ -256,10 +243,7 @@ class Problem:
         if key not in self._memo:
             capacity = self.hw.planner_lx_bytes
             out = []
-            restick = self.layout_quantities(i).leaf_restick.any(axis=-1)
             for li, lay in enumerate(self.cands[i].layouts):
-                if lay.tile is not None and restick[li]:
-                    continue  # a loop reads graph inputs in the stick they are stored in
                 for r in res if lay.tile is None else loop_residencies(lay, res):
                     if r != "hbm" and lay.footprint > capacity:
                         continue

@@ -150,7 +150,7 @@ class RestrictedProblem(Problem):
             division = self.restriction.pin.get(o.name, {}).get("division")
             if division:
                 oc = copy(out[i])
-                oc._sizes = {}  # keyed by layout identity: not shared with the twins whose layouts these replace
+                oc._sizes = {}  # not shared with the twins whose layouts these replace
                 oc.layouts = self._pinned_layouts(oc, self._factor_pin(oc, division))
                 out[i] = oc
             if self.restriction.pin.get(o.name, {}).get("tiling") is not None:
@@ -187,7 +187,9 @@ class RestrictedProblem(Problem):
         oc = self.cands[i]
         want = parse_tiling(oc, tiling)
         kept = [c for c in cands if _tiling_of(oc.layouts[c.layout]) == want]
-        if want is None:
+        if want is None or not kept:
+            if not kept:
+                raise PlanError(f"op {oc.op.name!r}: pinned tiling {tiling} leaves no candidate under the other pins")
             return kept
         usage = dict(zip(self.candidates[i], self.op_table(i).usage))  # the unrestricted list, still in place
         fits = [c for c in kept if usage[c] <= self.hw.planner_lx_bytes]

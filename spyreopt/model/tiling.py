@@ -36,31 +36,61 @@ from spyreopt.model.layout import box_padded_bytes
 from spyreopt.model.plan import LoopPlan
 from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
 
-KEEP_PER_TILING = 3  # layouts kept per (dim, tile count): the fastest alone, as the untiled enumeration ranks them
+KEEP_PER_TILING = 1  # layouts kept per (dim, tile count, staged) besides the aligned ones: the fastest alone
 LARGE_FRACTION = 0.5  # an op is large when its output, split over every core, exceeds this much of the scratchpad
 TILE_TARGET = 0.25  # the tile counts searched centre on one tile of a large output taking this much of it
 
 
-def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int) -> Layout | None:
-    """Layout ``base`` of ``oc`` run over ``tiles`` tiles of iteration dim ``dim`` (None when illegal)."""
+def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout | None:
+    """Layout ``base`` of ``oc`` run over ``tiles`` tiles of iteration dim ``dim`` (None when illegal, or
+    ``staged`` without an operand to stage)."""
     lay = oc.layouts[base]
     if tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles):
         return None
-    return _tiled(oc, lay, base, dim, tiles)
+    if staged and not invariant_operands(oc, dim):
+        return None
+    return _tiled(oc, lay, base, dim, tiles, staged)
 
 
-def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int) -> Layout:
+def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout:
     """As ``tiled_layout``, or PlanError naming the op and the rule."""
     from spyreopt.errors import PlanError
 
     lay = oc.layouts[base]
     why = tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles)
+    if staged and not invariant_operands(oc, dim):
+        why = "no operand is the same for every tile: nothing to stage"
     if why:
         raise PlanError(f"op {oc.op.name!r}: {tiles} tiles of dim {oc.space.dims[dim]}: {why}")
-    return _tiled(oc, lay, base, dim, tiles)
+    return _tiled(oc, lay, base, dim, tiles, staged)
 
 
-def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int) -> Layout:
+def invariant_operands(oc: OpCandidates, dim: int) -> list[int]:
+    """Operands without the tiled dim: the same for every tile."""
+    return [j for j, m in enumerate(oc.space.operand_maps) if dim not in m]
+
+
+def staged_tensors_of(oc: OpCandidates, dim: int) -> list[str]:
+    """The tensors a layout tiled over ``dim`` would stage (base tensors, views resolved)."""
+    return sorted({oc.refs[j].base for j in invariant_operands(oc, dim)})
+
+
+def staged_tensors(oc: OpCandidates, lay: Layout) -> list[str]:
+    """The tensors a staged layout loads on chip once."""
+    return staged_tensors_of(oc, lay.tile.dim) if lay.tile is not None and lay.tile.staged else []
+
+
+def _staged_parts(oc: OpCandidates, lay: Layout, dim: int) -> tuple[tuple[str, int], ...]:
+    """Per staged tensor, the largest slice a core reads of it (in its required stick, else as stored)."""
+    parts: dict[str, int] = {}
+    for j in invariant_operands(oc, dim):
+        base = oc.refs[j].base
+        stick = lay.required[j] if lay.required[j] is not None else len(oc.g.tensors[base].shape) - 1
+        parts[base] = max(parts.get(base, 0), oc.max_read_bytes(lay, j, stick))
+    return tuple(sorted(parts.items()))
+
+
+def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, staged: bool) -> Layout:
     c, space = oc.coef, oc.space
     acc = space.reduction[dim]
     matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
@@ -69,13 +99,14 @@ def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int) -> La
     if acc:
         compute += float(cl.accumulate_ns(c, lay.footprint // oc.out.elem_bytes, tiles))
     overhead = lay.psum_ns + float(cl.iteration_ns(c, tiles, len(oc.refs) + 1))
-    footprint = lay.footprint if acc else lay.footprint // tiles
+    tile = lay.footprint if acc else lay.footprint // tiles
+    held = _staged_parts(oc, lay, dim) if staged else ()
     return replace(
         lay,
         compute_ns=compute,
         psum_ns=overhead,
-        footprint=footprint,  # the stream (and so the overlap) is the untiled one: double buffered across tiles
-        tile=Tile(dim, tiles, base, acc),
+        footprint=tile + sum(b for _, b in held),  # the stream (so the overlap) is the untiled one: double buffered
+        tile=Tile(dim, tiles, base, acc, staged, tile, held),
     )
 
 
@@ -124,14 +155,44 @@ def tile_counts(graph, ops, hw) -> tuple[int, ...]:
 
 
 def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
-    """Per (dim, tile count), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone."""
+    """Per (dim, tile count, staged or not), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone, and
+    every legal tiled layout of a division putting all cores on one dim: the divisions ops of one loop
+    share, so that its tiles pass in place."""
     bases = [b for b, lay in enumerate(oc.layouts) if lay.tile is None]
+    aligned = set()
+    for lay in aligned_layouts(oc):
+        if lay not in oc.layouts:
+            oc.layouts.append(lay)
+        aligned.add(oc.layouts.index(lay))
     out: list[Layout] = []
     for dim in dims:
         for tiles in counts:
-            found = [lay for b in bases if (lay := tiled_layout(oc, b, dim, tiles)) is not None]
-            found.sort(key=lambda lay: (round(oc._isolated_ns(lay), 6), lay.division.factors, lay.stick))
-            out.extend(found[:KEEP_PER_TILING])
+            for staged in (False, True):
+                found = [
+                    (b in aligned, lay)
+                    for b in sorted(set(bases) | aligned)
+                    if (lay := tiled_layout(oc, b, dim, tiles, staged)) is not None
+                    and lay.tile.staged_bytes <= oc.hw.planner_lx_bytes
+                ]
+                found.sort(key=lambda x: (round(oc._isolated_ns(x[1]), 6), x[1].division.factors, x[1].stick))
+                out.extend(lay for k, (pure, lay) in enumerate(found) if pure or k < KEEP_PER_TILING)
+    return out
+
+
+def aligned_layouts(oc: OpCandidates) -> list[Layout]:
+    """Untiled layouts with every core on one iteration dim (each output stick dim the op allows)."""
+    from spyreopt.errors import PlanError
+
+    out = []
+    sticks = sorted({lay.stick for lay in oc.layouts})
+    for d in range(len(oc.space.dims)):
+        factors = [1] * len(oc.space.dims)
+        factors[d] = oc.hw.cores
+        for stick in sticks:
+            try:
+                out.append(oc.checked_layout(tuple(factors), stick))
+            except PlanError:
+                continue
     return out
 
 
@@ -203,18 +264,56 @@ def guard_edges(problem) -> list[Edge]:
             if bad.any():
                 zero = np.zeros(bad.shape, dtype=np.int64)
                 out.append(Edge(p, x, zero, ~bad))
+    return out + _staging_guards(problem, tiles, consumers, {(e.u, e.v) for e in out})
+
+
+def _staging_guards(problem, tiles, consumers, taken) -> list[Edge]:
+    """Two ops of one tile count reading the same tensor, the same for every tile, both stage it or neither
+    (a loop stages a tensor once, for every op reading it)."""
+    out = []
+    readers: dict[str, list[int]] = {}
+    for i, oc in enumerate(problem.cands):
+        if tiles[i].any():
+            for name in {r.base for r in oc.refs}:
+                readers.setdefault(name, []).append(i)
+    pairs = sorted({(a, b) for ops in readers.values() for a in ops for b in ops if a < b})
+    for a, b in pairs:
+        if (a, b) in taken or b in consumers[a]:
+            continue
+        ia, ib = _staging_of(problem, a), _staging_of(problem, b)
+        bad = np.zeros((len(ia), len(ib)), dtype=bool)
+        for x, (ta, inv_a, st_a) in enumerate(ia):
+            for y, (tb, inv_b, st_b) in enumerate(ib):
+                bad[x, y] = ta > 0 and ta == tb and st_a != st_b and bool(inv_a & inv_b)
+        if bad.any():
+            out.append(Edge(a, b, np.zeros(bad.shape, dtype=np.int64), ~bad))
     return out
 
 
+def _staging_of(problem, i: int) -> list[tuple[int, frozenset, bool]]:
+    """Per candidate of op i: (tile count, tensors the same for every tile, staged)."""
+    oc = problem.cands[i]
+    per_layout = []
+    for lay in oc.layouts:
+        if lay.tile is None:
+            per_layout.append((0, frozenset(), False))
+        else:
+            per_layout.append((lay.tile.tiles, frozenset(staged_tensors_of(oc, lay.tile.dim)), lay.tile.staged))
+    return [per_layout[c.layout] for c in problem.candidates[i]]
+
+
 def node_interval(problem, i: int) -> tuple[int, int]:
-    """Op i's buffer interval: producer to last use, from the first op that can share its loop when one
-    of its candidates is an accumulator (live across every iteration)."""
-    lo = i
-    if any(lay.tile is not None and lay.tile.accumulate for lay in problem.cands[i].layouts):
-        ancestors = problem.ancestors(i)
-        while lo > 0 and lo - 1 in ancestors and candidate_tiles(problem, lo - 1).any():
+    """Op i's buffer interval: producer to last use, widened to every op that can share its loop when one
+    of its candidates holds a buffer across iterations (an accumulator, staged operands)."""
+    lo, hi = i, problem.last_use[i]
+    if any(lay.tile is not None and lay.tile.staged_bytes + lay.tile.accumulate for lay in problem.cands[i].layouts):
+        while lo > 0 and candidate_tiles(problem, lo - 1).any():
             lo -= 1
-    return lo, problem.last_use[i] + 1
+        last = i
+        while last + 1 < len(problem.ops) and candidate_tiles(problem, last + 1).any():
+            last += 1
+        hi = max(hi, last)
+    return lo, hi + 1
 
 
 # ---- the loops of an assignment ------------------------------------------------------------------
@@ -231,9 +330,12 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
         j = i
         while j + 1 < len(tiles) and tiles[j + 1] is not None and tiles[j + 1].tiles == tiles[i].tiles:
             j += 1
-        members = range(i, j + 1)
+        members = list(range(i, j + 1))
         names = [problem.ops[x].name for x in members]
         dims = {problem.ops[x].name: problem.cands[x].space.dims[tiles[x].dim] for x in members}
+        staged = sorted(
+            {t for x in members for t in staged_tensors(problem.cands[x], problem.layout(x, assignment[x]))}
+        )
         for x in members:
             of[x] = len(loops)
         loops.append(
@@ -242,8 +344,8 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
                 dim=dims[names[0]],
                 op_dims=dims,
                 tiles=tiles[i].tiles,
-                footprint_bytes=loop_footprint(formulation, assignment, set(members), i, j),
-                staged=[],
+                footprint_bytes=loop_footprint(problem, assignment, formulation, members),
+                staged=staged,
                 accumulate=any(tiles[x].accumulate for x in members),
             )
         )
@@ -251,18 +353,25 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
     return loops, of
 
 
-def loop_footprint(formulation, assignment, members: set[int], first: int, last: int) -> int:
-    """Per core, the peak over the loop's steps of its ops' buffers (tiles, accumulators) and its edges' copies."""
+def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
+    """Per core, the peak over the loop's ops of the tiles live there (an ``lx`` output from its producer to
+    its last consumer) and the copies made there, plus what lives across iterations: accumulators and
+    staged operands."""
+    across, tiles, staged = 0, [], {}
+    for x in members:
+        t = problem.layout(x, assignment[x]).tile
+        across += t.tile_bytes if t.accumulate else 0
+        for name, size in t.staged_parts:  # ops staging the same tensor share its one copy
+            staged[name] = max(staged.get(name, 0), size)
+        if problem.candidates[x][assignment[x]].residency == "lx":
+            tiles.append((x, problem.last_use[x], t.tile_bytes))
+    copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
     peak = 0
-    bufs = [b for b in formulation.buffers(assignment) if _owner(formulation, b.key) in members]
-    for step in range(first, last + 1):
-        peak = max(peak, sum(b.size for b in bufs if b.lower <= step < b.upper))
-    return peak
-
-
-def _owner(formulation, key) -> int:
-    kind, index = key
-    return index if kind == "node" else formulation.edges[index].v
+    for step in members:
+        live = sum(size for x, last, size in tiles if x <= step <= last)
+        live += sum(size for lower, size in copies if lower == step)
+        peak = max(peak, live)
+    return across + sum(staged.values()) + peak
 
 
 def tile_bytes(oc: OpCandidates, lay: Layout) -> int:

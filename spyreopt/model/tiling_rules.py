@@ -20,11 +20,24 @@ class Tile:
     tiles: int
     base: int  # index of the untiled layout this one tiles (same division and stick)
     accumulate: bool  # the dim is a reduction (a matmul's k): the output is an on-chip accumulator
+    staged: bool = False  # the operands without the tiled dim are loaded on chip once, not re-read per tile
+    tile_bytes: int = 0  # per core: one tile of the output (the whole slice for an accumulator)
+    staged_parts: tuple[tuple[str, int], ...] = ()  # per staged tensor, its bytes per core (held for the loop)
+
+    @property
+    def staged_bytes(self) -> int:
+        return sum(b for _, b in self.staged_parts)
 
 
 def invariant(space: OpSpace, tile: Tile, j: int) -> bool:
     """Operand j does not vary with the tile: every iteration reads all of it (or it is staged)."""
     return tile.dim not in space.operand_maps[j]
+
+
+def rereads(space: OpSpace, tile: Tile | None, j: int) -> int:
+    """How many times a tiled op reads operand j from device memory: every iteration unless it varies with
+    the tile (one tile each) or is staged (loaded once)."""
+    return tile.tiles if tile is not None and not tile.staged and invariant(space, tile, j) else 1
 
 
 def tile_reason(space: OpSpace, kind: str, factors: tuple[int, ...], units: tuple[int, ...], dim: int, tiles: int):

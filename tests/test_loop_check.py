@@ -247,6 +247,16 @@ def test_footprint_is_recomputed():
     )
 
 
+def test_a_relayout_copy_of_a_tile_counts_in_the_footprint():
+    p = softmax_loop()
+
+    def relayout(d):
+        edge(d, "softmax.sub", "softmax.exp").update(mode="relayout", copy_address=65536, copy_bytes_per_core=8192)
+
+    copy = 4 * 1024 * 2  # exp's 4 x 1024 block of sub's tile
+    rejects(mutate(p, relayout), f"one iteration needs {p.loops[0].footprint_bytes + copy} bytes")
+
+
 def test_staged_tensors_count_in_the_footprint():
     kv = 2 * 256 * 64 * 2  # k and v of one head per core, fp16
     assert sdpa_loop().loops[0].footprint_bytes == sdpa_loop(staged=()).loops[0].footprint_bytes + kv

@@ -92,6 +92,11 @@ def _base(view_box: Box, perm: tuple[int, ...]) -> Box:
     return tuple(out)
 
 
+def _read(box: Box, dim_map: tuple[int | None, ...], perm: tuple[int, ...]) -> Box:
+    """An operand's block (base coords) of an iteration block."""
+    return _base(project(box, dim_map), perm)
+
+
 def tile_step(loop: Loop, k: int, t: int) -> Step:
     """Step ``k`` of the loop restricted to tile ``t``: iteration, owner and operand boxes of that tile."""
     s, d = loop.steps[k], loop.dims[k]
@@ -99,9 +104,9 @@ def tile_step(loop: Loop, k: int, t: int) -> Step:
     boxes = tuple(_tile(b, d, e, loop.tiles, t) for b in s.boxes)
     owners = {c: project(boxes[c], s.space.output_map) for c in s.layout.owner_boxes}
     ops = tuple(
-        replace(od, boxes=tuple((c, _base(project(boxes[c], s.space.operand_maps[od.index]), od.ref.perm)) for c, _ in od.boxes))
+        replace(od, boxes=tuple((c, _read(boxes[c], s.space.operand_maps[od.index], od.ref.perm)) for c, _ in od.boxes))
         for od in s.operands
-    )  # fmt: skip
+    )
     layout = replace(s.layout, boxes=boxes, owner_boxes=owners)
     return replace(s, layout=layout, boxes=boxes, operands=ops)
 

@@ -250,7 +250,8 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
             inner = [c.name for c, _ in _consumers(g, op.output) if c.name in inside]
             if inner:
                 raise L.error(
-                    f"op {n!r} accumulates over the tiles; its result is complete only after the last tile, so op(s) {inner} of the same loop cannot read it"
+                    f"op {n!r} accumulates over the tiles; its result is complete only after the last tile, "
+                    f"so op(s) {inner} of the same loop cannot read it"
                 )
         for j, x in enumerate(op.inputs):
             base, perm = base_tensor(g, x)
@@ -260,19 +261,22 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
                 _check_inner_edge(L, prod_, n, j, base, perm, e)
             elif e is not None and e.mode not in DEVICE_EDGE_MODES:
                 raise L.error(
-                    f"edge {prod_!r} -> {n!r} enters the loop with mode {e.mode!r}; it must come from device memory (hbm or spill)"
+                    f"edge {prod_!r} -> {n!r} enters the loop with mode {e.mode!r}; "
+                    f"it must come from device memory (hbm or spill)"
                 )
         for c, j in _consumers(g, op.output):
             e = L.edges.get((c.name, j))
             if c.name not in inside and (e is None or e.mode not in DEVICE_EDGE_MODES):
                 mode = None if e is None else e.mode
                 raise L.error(
-                    f"edge {n!r} -> {c.name!r} leaves the loop with mode {mode!r}; the loop writes its outputs to device memory"
+                    f"edge {n!r} -> {c.name!r} leaves the loop with mode {mode!r}; "
+                    f"the loop writes its outputs to device memory"
                 )
         leaves = op.output in g.outputs or any(c.name not in inside for c, _ in _consumers(g, op.output))
         if leaves and "hbm" not in L.decisions[n].residency:
             raise L.error(
-                f"op {n!r}: its output leaves the loop but its residency is {L.decisions[n].residency!r}, not written to device memory"
+                f"op {n!r}: its output leaves the loop but its residency is {L.decisions[n].residency!r}, "
+                f"not written to device memory"
             )
     if spec.accumulate and not any(L.reduces(n) for n in L.names):
         raise L.error("accumulate is set, but no op reduces over its tiled dim")
@@ -308,7 +312,8 @@ def _check_divisible(L: _Loop, n: str) -> None:
         eps = elems_per_stick(L.g.tensors[tensor].elem_bytes, L.hw.stick_bytes)
         if dim == it and block % eps:
             raise L.error(
-                f"op {n!r}: tile-core block of {block} elements on dim {d.names[it]!r} is not whole sticks of tensor {tensor!r} ({eps} elements)"
+                f"op {n!r}: tile-core block of {block} elements on dim {d.names[it]!r} is not whole sticks "
+                f"of tensor {tensor!r} ({eps} elements)"
             )
 
 
@@ -316,7 +321,8 @@ def _check_inner_edge(L: _Loop, p: str, c: str, j: int, base: str, perm: tuple[i
     if e is None or e.mode not in LX_EDGE_MODES:
         mode = None if e is None else e.mode
         raise L.error(
-            f"edge {p!r} -> {c!r} inside the loop has mode {mode!r}; one tile per iteration stays on chip ({', '.join(LX_EDGE_MODES)})"
+            f"edge {p!r} -> {c!r} inside the loop has mode {mode!r}; "
+            f"one tile per iteration stays on chip ({', '.join(LX_EDGE_MODES)})"
         )
     if "lx" not in L.decisions[p].residency:
         raise L.error(
@@ -327,11 +333,13 @@ def _check_inner_edge(L: _Loop, p: str, c: str, j: int, base: str, perm: tuple[i
     cdim = perm[cmap.index(L.it[c])] if L.it[c] in cmap else None
     if cdim is None:
         raise L.error(
-            f"op {c!r} tiles dim {L.spec.op_dims[c]!r}, which its operand {j} ({base!r}) does not have, so it would read all of {base!r} while op {p!r} produces one tile per iteration"
+            f"op {c!r} tiles dim {L.spec.op_dims[c]!r}, which its operand {j} ({base!r}) does not have, so it would "
+            f"read all of {base!r} while op {p!r} produces one tile per iteration"
         )
     if pdim != cdim:
         raise L.error(
-            f"edge {p!r} -> {c!r}: op {p!r} tiles dim {pdim} of tensor {base!r}, op {c!r} tiles its dim {cdim}: the tiles do not line up"
+            f"edge {p!r} -> {c!r}: op {p!r} tiles dim {pdim} of tensor {base!r}, op {c!r} tiles its dim {cdim}: "
+            f"the tiles do not line up"
         )
 
 

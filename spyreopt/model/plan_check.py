@@ -48,6 +48,9 @@ def fixed_problem(plan: Plan) -> Problem:
 
 
 def check_plan(plan: Plan) -> None:
+    from spyreopt.model.loop_check import check_loops
+
+    check_loops(plan)
     prob = fixed_problem(plan)
     names = {t.name for t in plan.tensors}
     if len(names) != len(plan.tensors):

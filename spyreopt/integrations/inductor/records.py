@@ -74,13 +74,31 @@ class CapturedGraph:
     def ok(self) -> bool:
         return self.error is None and (self.plan is not None or not self.options.solve)
 
+    @property
+    def loops(self) -> list[dict[str, Any]]:
+        """The plan's tiled loops, each with the Inductor buffers its ops come from (empty without a plan)."""
+        if self.plan is None:
+            return []
+        return [
+            {"ops": list(lp.ops), "buffers": sorted({self.op_buffer.get(o, o) for o in lp.ops}), "dim": lp.dim,
+             "op_dims": dict(lp.op_dims), "tiles": lp.tiles, "footprint_bytes": lp.footprint_bytes,
+             "staged": list(lp.staged), "accumulate": lp.accumulate}
+            for lp in self.plan.loops
+        ]  # fmt: skip
+
     def summary(self) -> str:
         head = f"{self.name} [{self.kind}]"
         if self.error:
             return f"{head}: FAILED: {self.error}"
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         cost = f", predicted {self.plan.cost_us:.2f} us ({self.plan.status})" if self.plan else ""
-        return f"{head}: {counts}{cost}"
+        loops = "".join(
+            f"; loop {i}: {len(lp['ops'])} ops {lp['ops'][0]}..{lp['ops'][-1]} over {lp['dim']} in {lp['tiles']} "
+            f"tiles, {lp['footprint_bytes']} B/core{', accumulating' if lp['accumulate'] else ''}"
+            f"{', staged ' + ', '.join(lp['staged']) if lp['staged'] else ''}"
+            for i, lp in enumerate(self.loops)
+        )
+        return f"{head}: {counts}{cost}{loops}"
 
 
 _LOG: list[CapturedGraph] = []

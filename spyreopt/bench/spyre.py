@@ -53,7 +53,7 @@ def spyre_suite(
     """Rows for every workload and backend, and the per-workload facts the targets need."""
     rows: list[Row] = []
     facts: dict[str, dict] = {}
-    names = workloads.names()
+    names = workloads.names() + list(workloads.TILED)
     backends = list(backends)
     planners = [b for b in backends if b not in ("independent", "hbm")]
     total = len(names) * (len(backends) + 1) + len(workloads.TILED) * len(planners)

@@ -277,3 +277,13 @@ def test_tile_is_part_of_the_layout_key():
     a, b = tiled_layout(oc, 0, 0, 2), tiled_layout(oc, 0, 0, 4)
     assert a.tile != b.tile and isinstance(a.tile, Tile)
     assert a.footprint == 2 * b.footprint
+
+
+def test_fixed_ops_of_one_signature_keep_their_own_divisions():
+    """The problem of a plan's decisions: twin ops (same shapes) fixed to different divisions stay apart."""
+    g = so.Graph("twins")
+    x = g.input("x", (512, 256))
+    g.output(g.pointwise("add", g.pointwise("neg", x, name="a"), g.pointwise("neg", x, name="b"), name="sum"))
+    fixed = {"a": ((4, 1), 1, "hbm"), "b": ((2, 2), 1, "hbm"), "sum": ((4, 1), 1, "hbm", None)}
+    p = Problem(g, HW, fixed=fixed)
+    assert [p.layout(i, 0).division.factors for i in range(3)] == [(4, 1), (2, 2), (4, 1)]

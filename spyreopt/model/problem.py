@@ -181,7 +181,7 @@ class Problem:
         ids: dict = {}
         out = []
         for o in self.ops:
-            pin = self._fixed_tiling(o.name) if self.fixed and o.name in self.fixed else None
+            pin = (self.fixed[o.name][:2], self._fixed_tiling(o.name)) if self.fixed and o.name in self.fixed else None
             scope = self.tile_scope.get(self.step[o.name])
             out.append(ids.setdefault((op_signature(self.graph, o), pin, scope), len(ids)))
         return out

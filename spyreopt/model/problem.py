@@ -203,7 +203,8 @@ class Problem:
                 staged = bool(set(tiled[2:3] and tiled[2]) & set(staged_tensors_of(oc, dim)))
                 oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles, staged)]
             elif self.step[o.name] in self.tile_scope:
-                oc.layouts = oc.layouts + tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)
+                extra = tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)  # adds aligned ones
+                oc.layouts = oc.layouts + extra
             first[sig] = oc
             out.append(oc)
         return out

@@ -200,7 +200,8 @@ class Problem:
             tiled = self._fixed_tiling(o.name) if pin is not None else None
             if tiled is not None:
                 dim, tiles = parse_tiling(oc, {"dim": tiled[0], "tiles": tiled[1]})
-                staged = bool(set(tiled[2:3] and tiled[2]) & set(staged_tensors_of(oc, dim)))
+                staged_names = set(tiled[2]) if len(tiled) > 2 else set()  # the loop's staged tensors
+                staged = bool(staged_names & set(staged_tensors_of(oc, dim)))
                 oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles, staged)]
             elif self.step[o.name] in self.tile_scope:
                 extra = tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)  # adds aligned ones

@@ -247,6 +247,16 @@ def test_footprint_is_recomputed():
     )
 
 
+def test_a_relayout_copy_of_a_tile_counts_in_the_footprint():
+    p = softmax_loop()
+
+    def relayout(d):
+        edge(d, "softmax.sub", "softmax.exp").update(mode="relayout", copy_address=65536, copy_bytes_per_core=8192)
+
+    copy = 4 * 1024 * 2  # exp's 4 x 1024 block of sub's tile
+    rejects(mutate(p, relayout), f"one iteration needs {p.loops[0].footprint_bytes + copy} bytes")
+
+
 def test_staged_tensors_count_in_the_footprint():
     kv = 2 * 256 * 64 * 2  # k and v of one head per core, fp16
     assert sdpa_loop().loops[0].footprint_bytes == sdpa_loop(staged=()).loops[0].footprint_bytes + kv
@@ -260,3 +270,18 @@ def test_footprint_fits_the_scratchpad():
     rejects(
         mutate(softmax_loop(), lambda d: d["hardware"].update(planner_fraction=0.005)), "exceed the scratchpad capacity"
     )
+
+
+def test_buffers_live_across_the_loop_leave_it_room():
+    p = swiglu_loop()
+    cap = so.HardwareSpec.from_dict(p.hardware).planner_lx_bytes
+    room = cap - p.loops[0].footprint_bytes
+
+    def big_up(d, size):  # every other buffer dies before the loop; "up" lives across it
+        for t in d["tensors"]:
+            t["lifetime"] = [0, 1]
+        t = next(t for t in d["tensors"] if t["name"] == "up")
+        t.update(bytes_per_core=size, lifetime=[1, 4], address=t["address"] if t["address"] is not None else 0)
+
+    check_loops(mutate(p, lambda d: big_up(d, room)))
+    rejects(mutate(p, lambda d: big_up(d, room + 128)), f"at op 'silu' the loop holds .* {room + 128} bytes of other")

@@ -190,6 +190,8 @@ def _planner_loops():
     yield "softmax", sm, dict.fromkeys(_ops(sm), "d0"), 4
     sw = so.workloads.get("swiglu")
     yield "swiglu", sw, {n: "m" if sw.ops[n].kind == "matmul" else "d0" for n in _ops(sw)}, 2
+    at = so.workloads.get("sdpa")
+    yield "sdpa", at, {n: "m" if at.ops[n].kind == "matmul" else "d2" for n in _ops(at)}, 4
     km = so.workloads.get("ktiled_matmul", tokens=256, k=16384, n=256)
     yield "ktiled_matmul", km, {"act": "d1", "proj": "k"}, 8
 

@@ -262,13 +262,13 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
                 raise L.error(
                     f"edge {prod_!r} -> {n!r} enters the loop with mode {e.mode!r}; it must come from device memory (hbm or spill)"
                 )
-        for c, _ in _consumers(g, op.output):
-            if c.name not in inside:
-                e = next(e for e in plan.edges if e.consumer == c.name and e.producer == n)
-                if e.mode not in DEVICE_EDGE_MODES:
-                    raise L.error(
-                        f"edge {n!r} -> {c.name!r} leaves the loop with mode {e.mode!r}; the loop writes its outputs to device memory"
-                    )
+        for c, j in _consumers(g, op.output):
+            e = L.edges.get((c.name, j))
+            if c.name not in inside and (e is None or e.mode not in DEVICE_EDGE_MODES):
+                mode = None if e is None else e.mode
+                raise L.error(
+                    f"edge {n!r} -> {c.name!r} leaves the loop with mode {mode!r}; the loop writes its outputs to device memory"
+                )
         leaves = op.output in g.outputs or any(c.name not in inside for c, _ in _consumers(g, op.output))
         if leaves and "hbm" not in L.decisions[n].residency:
             raise L.error(
@@ -377,6 +377,12 @@ def _need_stick(L: _Loop, n: str, j: int) -> int:
 
 def footprint(L: _Loop) -> int:
     """Busiest core's scratchpad bytes in one iteration (see the module doc)."""
+    whole, at = _usage(L)
+    return max(whole[c] + max(at[n][c] for n in L.names) for c in range(L.hw.cores))
+
+
+def _usage(L: _Loop) -> tuple[list[int], dict[str, list[int]]]:
+    """Per core, the bytes live for the whole loop (accumulators, staged tensors), and at each op the tiles."""
     g, inside, cores = L.g, set(L.spec.ops), L.hw.cores
     whole = [0] * cores  # accumulators and staged tensors: live the whole loop
     at = {n: [0] * cores for n in L.names}  # tile buffers live at each op
@@ -412,25 +418,27 @@ def footprint(L: _Loop) -> int:
         jj = next(j for op, j in _consumers(g, s) if op.name == reader)
         for c, b in boxes.items():
             whole[c] += _padded(L, s, b, _need_stick(L, reader, jj))
-    return max(whole[c] + max(at[n][c] for n in L.names) for c in range(cores))
+    return whole, at
 
 
 def _check_footprint(L: _Loop, plan: Plan) -> None:
+    """The figure matches, and at every op of the loop its bytes and every other buffer live there fit."""
     got = footprint(L)
     if got != L.spec.footprint_bytes:
         raise L.error(
             f"footprint_bytes {L.spec.footprint_bytes}, but one iteration needs {got} bytes on the busiest core"
         )
-    first, last = (L.decisions[n] for n in (L.names[0], L.names[-1]))
     schedule = [o.name for o in L.g.ops.values() if o.kind != "view"]
-    lo, hi = schedule.index(first.name), schedule.index(last.name) + 1
     mine = {L.g.ops[n].output for n in L.names}
-    around = sum(
-        t.bytes_per_core for t in plan.tensors if t.name not in mine and t.address is not None and t.lifetime
-        and t.lifetime[0] < hi and lo < t.lifetime[1]
-    )  # fmt: skip
+    others = [t for t in plan.tensors if t.name not in mine and t.address is not None and len(t.lifetime) == 2]
+    whole, at = _usage(L)
     cap = L.hw.planner_lx_bytes
-    if got + around > cap:
-        raise L.error(
-            f"footprint {got} bytes per core plus {around} bytes of buffers live across the loop exceed the scratchpad capacity {cap}"
-        )
+    for n in L.names:
+        step = schedule.index(n)
+        around = sum(t.bytes_per_core for t in others if t.lifetime[0] <= step < t.lifetime[1])
+        mine_here = max(whole[c] + at[n][c] for c in range(L.hw.cores))
+        if mine_here + around > cap:
+            raise L.error(
+                f"at op {n!r} the loop holds {mine_here} bytes per core and {around} bytes of other buffers are "
+                f"live: they exceed the scratchpad capacity {cap}"
+            )

@@ -181,7 +181,7 @@ class Problem:
         ids: dict = {}
         out = []
         for o in self.ops:
-            pin = self._fixed_tiling(o.name) if self.fixed and o.name in self.fixed else None
+            pin = (self.fixed[o.name][:2], self._fixed_tiling(o.name)) if self.fixed and o.name in self.fixed else None
             scope = self.tile_scope.get(self.step[o.name])
             out.append(ids.setdefault((op_signature(self.graph, o), pin, scope), len(ids)))
         return out
@@ -200,10 +200,12 @@ class Problem:
             tiled = self._fixed_tiling(o.name) if pin is not None else None
             if tiled is not None:
                 dim, tiles = parse_tiling(oc, {"dim": tiled[0], "tiles": tiled[1]})
-                staged = bool(set(tiled[2:3] and tiled[2]) & set(staged_tensors_of(oc, dim)))
+                staged_names = set(tiled[2]) if len(tiled) > 2 else set()  # the loop's staged tensors
+                staged = bool(staged_names & set(staged_tensors_of(oc, dim)))
                 oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles, staged)]
             elif self.step[o.name] in self.tile_scope:
-                oc.layouts = oc.layouts + tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)
+                extra = tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)  # adds aligned ones
+                oc.layouts = oc.layouts + extra
             first[sig] = oc
             out.append(oc)
         return out

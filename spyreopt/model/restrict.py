@@ -173,7 +173,7 @@ class RestrictedProblem(Problem):
         if "inplace" in self.restriction.forbid:
             cands = [c for c in cands if c.residency == "hbm"]
         if "tiling" in pin:
-            cands = self._tiling_pinned(i, cands, pin["tiling"])
+            cands = self._tiling_pinned(i, cands, pin["tiling"], pin.get("residency"))
         if "residency" in pin:
             allowed = sorted({c.residency for c in cands})
             kept = [c for c in cands if c.residency in PIN_RESIDENCIES[pin["residency"]]]
@@ -182,24 +182,25 @@ class RestrictedProblem(Problem):
             cands = kept
         return cands
 
-    def _tiling_pinned(self, i: int, cands: list[Candidate], tiling) -> list[Candidate]:
-        """The candidates with the pinned tiling (None: untiled); PlanError when none fits the scratchpad."""
+    def _tiling_pinned(self, i: int, cands: list[Candidate], tiling, residency: str | None) -> list[Candidate]:
+        """The candidates with the pinned tiling (None: untiled); PlanError when the pinned loop (with its
+        output on chip if that is pinned too) cannot fit the scratchpad in one iteration."""
         oc = self.cands[i]
         want = parse_tiling(oc, tiling)
+        layouts = [lay for lay in oc.layouts if _tiling_of(lay) == want]
+        cap = self.hw.planner_lx_bytes
+        if want is not None and layouts:
+            held = self.layout_quantities(i).held
+            need = [lay.footprint if residency == "lx" else int(held[oc.layouts.index(lay)]) for lay in layouts]
+            if min(need) > cap:
+                raise PlanError(
+                    f"op {oc.op.name!r}: pinned loop of {want[1]} tiles over dim {tiling['dim']!r} needs {min(need)} "
+                    f"bytes per core in one iteration, scratchpad capacity is {cap}"
+                )
         kept = [c for c in cands if _tiling_of(oc.layouts[c.layout]) == want]
-        if want is None or not kept:
-            if not kept:
-                raise PlanError(f"op {oc.op.name!r}: pinned tiling {tiling} leaves no candidate under the other pins")
-            return kept
-        usage = dict(zip(self.candidates[i], self.op_table(i).usage))  # the unrestricted list, still in place
-        fits = [c for c in kept if usage[c] <= self.hw.planner_lx_bytes]
-        if not fits:
-            least = min((int(usage[c]) for c in kept), default=0)
-            raise PlanError(
-                f"op {oc.op.name!r}: pinned loop of {want[1]} tiles over dim {tiling['dim']!r} needs {least} bytes "
-                f"per core in one iteration, scratchpad capacity is {self.hw.planner_lx_bytes}"
-            )
-        return fits
+        if not kept:
+            raise PlanError(f"op {oc.op.name!r}: pinned tiling {tiling} leaves no candidate under the other pins")
+        return kept
 
     def _factor_pin(self, oc: OpCandidates, division: Mapping[str, int]) -> dict[int, int]:
         """Pinned factors by iteration-dim index (``b`` names the only batch dim of a matmul)."""

@@ -30,9 +30,9 @@ from dataclasses import replace
 import numpy as np
 
 from spyreopt.costmodel import loops as cl
+from spyreopt.errors import PlanError
 from spyreopt.model.candidates import Layout, OpCandidates
 from spyreopt.model.formulation import Edge
-from spyreopt.model.layout import box_padded_bytes
 from spyreopt.model.plan import LoopPlan
 from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
 
@@ -54,8 +54,6 @@ def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool
 
 def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout:
     """As ``tiled_layout``, or PlanError naming the op and the rule."""
-    from spyreopt.errors import PlanError
-
     lay = oc.layouts[base]
     why = tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles)
     if staged and not invariant_operands(oc, dim):
@@ -181,8 +179,6 @@ def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ..
 
 def aligned_layouts(oc: OpCandidates) -> list[Layout]:
     """Untiled layouts with every core on one iteration dim (each output stick dim the op allows)."""
-    from spyreopt.errors import PlanError
-
     out = []
     sticks = sorted({lay.stick for lay in oc.layouts})
     for d in range(len(oc.space.dims)):
@@ -374,20 +370,8 @@ def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
     return across + sum(staged.values()) + peak
 
 
-def tile_bytes(oc: OpCandidates, lay: Layout) -> int:
-    """Per-core bytes one tile of the output takes (the whole slice for an accumulator)."""
-    if lay.tile is None:
-        return lay.footprint
-    box = next(iter(lay.owner_boxes.values()))
-    return box_padded_bytes(box, lay.stick, oc.out.elem_bytes, oc.hw.stick_bytes) // (
-        1 if lay.tile.accumulate else lay.tile.tiles
-    )
-
-
 def parse_tiling(oc: OpCandidates, spec) -> tuple[int, int] | None:
     """A pinned tiling ``{"dim": name, "tiles": T}`` (or None: untiled) as (iteration dim index, T)."""
-    from spyreopt.errors import PlanError
-
     if spec is None:
         return None
     if not isinstance(spec, dict) or set(spec) != {"dim", "tiles"}:

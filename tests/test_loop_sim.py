@@ -208,3 +208,16 @@ def test_planner_loops_validate_simulate_and_compute_the_reference(name, g, dims
     r = simulate(p)
     assert r.loops[0]["tiles"] == tiles and set(r.op_us) == {o.name for o in p.ops}
     check_execution(p, seed=6)
+
+
+def test_the_planners_attention_loop_keeps_the_scores_on_chip_and_beats_the_untiled_plan():
+    g = so.workloads.get("long_attention", heads=8, seq=2048, head_dim=64)
+    assert 8 * 2048 * 2048 * 2 > 32 * so.HardwareSpec().planner_lx_bytes  # the scores exceed every scratchpad together
+    dims = {n: "m" if g.ops[n].kind == "matmul" else "d2" for n in _ops(g)}
+    tiled = _pinned(g, dims, 8)
+    untiled = so.solve(g, backend="greedy", time_limit=10, forbid=("tiling",))
+    tiled.validate()
+    fast, slow = simulate(tiled), simulate(untiled)
+    assert fast.time_us * 1.5 < slow.time_us
+    scores = 8 * 2048 * 2048 * 2
+    assert slow.device_write_bytes > scores > 3 * fast.device_write_bytes  # no score tile leaves the chip

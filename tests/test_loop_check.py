@@ -285,3 +285,37 @@ def test_buffers_live_across_the_loop_leave_it_room():
 
     check_loops(mutate(p, lambda d: big_up(d, room)))
     rejects(mutate(p, lambda d: big_up(d, room + 128)), f"at op 'silu' the loop holds .* {room + 128} bytes of other")
+
+
+@cache
+def _planner_softmax() -> str:
+    """The planner's loop over the softmax: its divisions differ between ops, so tiles pass by relayout."""
+    g = so.workloads.get("softmax")
+    return so.solve(
+        g, backend="greedy", time_limit=10, pin={n: {"tiling": {"dim": "d0", "tiles": 4}} for n in SM}
+    ).to_json()
+
+
+def test_in_place_needs_every_core_to_hold_the_block_it_reads():
+    p = so.Plan.from_json(_planner_softmax())
+    check_loops(p)
+    assert edge(json.loads(p.to_json()), "softmax.max", "softmax.sub")["mode"] == "relayout"
+
+    def in_place(d):
+        edge(d, "softmax.max", "softmax.sub").update(mode="inplace", copy_address=None, copy_bytes_per_core=0)
+
+    rejects(mutate(p, in_place), "'softmax.max' -> 'softmax.sub' in place: core 1 reads block")
+
+
+def test_a_relayout_of_a_tile_respects_the_fan_in():
+    p = so.Plan.from_json(_planner_softmax())
+    rejects(mutate(p, lambda d: d["hardware"].update(relayout_fan_in=1)), "from 2 cores, above the fan-in limit 1")
+
+
+def test_in_place_keeps_the_stick():
+    g = so.Graph("pair")
+    g.output(g.pointwise("neg", g.pointwise("exp", g.input("x", (4096, 256)), name="e"), name="n"))
+    p = plan_for(g, {"e": ({"d1": 4}, 1, "lx"), "n": ({"d1": 4}, 1, "hbm")})
+    lp = with_loop(p, ["e", "n"], {"e": "d0", "n": "d0"}, 2)
+    check_loops(lp)
+    rejects(mutate(lp, lambda d: op(d, "n").update(stick=0)), "reads 'e' with stick dim 0, it is stored with 1")

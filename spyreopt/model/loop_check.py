@@ -21,7 +21,9 @@ the data, and the rules of a loop over ``T`` tiles are checked:
   same loop; ``accumulate`` without such an op is a wrong claim;
 * staged tensors enter the loop and do not vary with the tile;
 * edges entering or leaving the loop go through device memory (the loop's
-  outputs are written per tile), edges inside it stay on chip;
+  outputs are written per tile), edges inside it stay on chip: in place only
+  where every consumer core holds the very block of the tile it reads, a
+  relayout gathering from at most ``relayout_fan_in`` cores;
 * ``footprint_bytes`` (busiest core, one iteration) is recomputed and must equal
   the plan's figure and, with every buffer live across the loop, fit the
   scratchpad: the peak over the loop's ops of the tile buffers live at that op
@@ -165,17 +167,18 @@ class _Loop:
             for b in _blocks(d.extents, self.factors(n))
         ]
 
-    def owner_boxes(self, n: str) -> list[Box]:
+    def owner_boxes(self, n: str) -> dict[int, Box]:
+        """Core -> the block of the output it holds in tile 0 (the cores at index 0 of every reduced dim)."""
         d, f = self.dims[n], self.factors(n)
         red = [i for i, r in enumerate(d.reduced) if r]
-        out = []
+        out = {}
         for c, box in enumerate(self.core_boxes(n)):
             idx, rest = [], c
             for x in reversed(f):
                 idx.append(rest % x)
                 rest //= x
             if all(idx[::-1][i] == 0 for i in red):
-                out.append(_project(box, d.output))
+                out[c] = _project(box, d.output)
         return out
 
 
@@ -341,6 +344,31 @@ def _check_inner_edge(L: _Loop, p: str, c: str, j: int, base: str, perm: tuple[i
             f"edge {p!r} -> {c!r}: op {p!r} tiles dim {pdim} of tensor {base!r}, op {c!r} tiles its dim {cdim}: "
             f"the tiles do not line up"
         )
+    _check_tile_slices(L, p, c, j, base, e.mode)
+
+
+def _check_tile_slices(L: _Loop, p: str, c: str, j: int, base: str, mode: str) -> None:
+    """In place, every consumer core holds exactly the block of the tile it reads, in the stick it reads it;
+    a relayout gathers each core's block from at most ``relayout_fan_in`` producer cores."""
+    owners, stick = L.owner_boxes(p), int(L.decisions[p].stick)
+    need = _need_stick(L, c, j)
+    if mode in ("inplace", "relayout") and need != stick:
+        raise L.error(
+            f"edge {p!r} -> {c!r} ({mode}): op {c!r} reads {base!r} with stick dim {need}, it is stored with {stick}"
+        )
+    for core, box in enumerate(_read_boxes(L, c, j)):
+        if mode == "inplace" and owners.get(core) != box:
+            held = owners.get(core)
+            raise L.error(
+                f"edge {p!r} -> {c!r} in place: core {core} reads block {list(box)} of the tile of {base!r} but "
+                f"holds {list(held) if held else 'none of it'}"
+            )
+        sources = [o for o, b in owners.items() if all(max(x0, y0) < min(x1, y1) for (x0, x1), (y0, y1) in zip(b, box))]
+        if mode == "relayout" and len(sources) > L.hw.relayout_fan_in:
+            raise L.error(
+                f"edge {p!r} -> {c!r} relayout: core {core} gathers its block of the tile of {base!r} from "
+                f"{len(sources)} cores, above the fan-in limit {L.hw.relayout_fan_in}"
+            )
 
 
 def _reads_tiled_dim(L: _Loop, n: str, j: int) -> bool:
@@ -396,9 +424,9 @@ def _usage(L: _Loop) -> tuple[list[int], dict[str, list[int]]]:
     at = {n: [0] * cores for n in L.names}  # tile buffers live at each op
     for n in L.names:
         out, stick = g.ops[n].output, int(L.decisions[n].stick)
-        owners = [_padded(L, out, b, stick) for b in L.owner_boxes(n)]
+        owners = {c: _padded(L, out, b, stick) for c, b in L.owner_boxes(n).items()}
         if L.reduces(n):
-            for c, b in enumerate(owners):
+            for c, b in owners.items():
                 whole[c] += b
             continue
         readers = [c.name for c, _ in _consumers(g, out) if c.name in inside]
@@ -406,7 +434,7 @@ def _usage(L: _Loop) -> tuple[list[int], dict[str, list[int]]]:
             continue
         last = max(L.names.index(r) for r in readers)
         for m in L.names[L.names.index(n) : last + 1]:
-            for c, b in enumerate(owners):
+            for c, b in owners.items():
                 at[m][c] += b
     for n in L.names:
         for j, x in enumerate(g.ops[n].inputs):

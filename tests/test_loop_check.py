@@ -319,3 +319,18 @@ def test_in_place_keeps_the_stick():
     lp = with_loop(p, ["e", "n"], {"e": "d0", "n": "d0"}, 2)
     check_loops(lp)
     rejects(mutate(lp, lambda d: op(d, "n").update(stick=0)), "reads 'e' with stick dim 0, it is stored with 1")
+
+
+def test_a_tensor_entering_the_loop_was_written_to_device_memory():
+    g = so.Graph("stage")
+    a = g.pointwise("tanh", g.input("w", (256, 512)), name="a")
+    g.output(g.matmul(g.input("y", (1024, 256)), a, name="mm"))
+    p = plan_for(g, {"a": ({"d0": 4}, 1, "lx"), "mm": ({"m": 4, "n": 4}, 1, "hbm")})
+    lp = with_loop(p, ["mm"], {"mm": "m"}, 2, staged=["a"])
+    check_loops(lp)
+    assert lp.op("a").residency == "lx+hbm"
+
+    def on_chip_only(d):
+        op(d, "a")["residency"] = next(t for t in d["tensors"] if t["name"] == "a")["residency"] = "lx"
+
+    rejects(mutate(lp, on_chip_only), "enters the loop from device memory, but op 'a' keeps 'a' in scratchpad only")

@@ -221,3 +221,16 @@ def test_the_planners_attention_loop_keeps_the_scores_on_chip_and_beats_the_unti
     assert fast.time_us * 1.5 < slow.time_us
     scores = 8 * 2048 * 2048 * 2
     assert slow.device_write_bytes > scores > 3 * fast.device_write_bytes  # no score tile leaves the chip
+
+
+def test_a_staged_tensor_produced_before_the_loop():
+    g = so.Graph("stage")
+    a = g.pointwise("tanh", g.input("w", (256, 512)), name="a")
+    g.output(g.matmul(g.input("y", (1024, 256)), a, name="mm"))
+    p = plan_for(g, {"a": ({"d0": 4}, 1, "lx"), "mm": ({"m": 4, "n": 4}, 1, "hbm")})
+    staged, unstaged = (with_loop(p, ["mm"], {"mm": "m"}, 4, staged=s) for s in (["a"], []))
+    check_loops(staged)
+    check_execution(staged, seed=7)
+    fast, slow = simulate(staged), simulate(unstaged)
+    per_read = 256 * 512 * 2 * 4  # each core's column block of a: read once per m-split row of cores
+    assert slow.device_read_bytes - fast.device_read_bytes == pytest.approx(3 * per_read, rel=0.01)

@@ -267,6 +267,11 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
                     f"edge {prod_!r} -> {n!r} enters the loop with mode {e.mode!r}; "
                     f"it must come from device memory (hbm or spill)"
                 )
+            elif prod_ is not None and "hbm" not in L.decisions[prod_].residency:
+                raise L.error(
+                    f"edge {prod_!r} -> {n!r} enters the loop from device memory, but op {prod_!r} keeps "
+                    f"{base!r} in scratchpad only (residency {L.decisions[prod_].residency!r})"
+                )
         for c, j in _consumers(g, op.output):
             e = L.edges.get((c.name, j))
             if c.name not in inside and (e is None or e.mode not in DEVICE_EDGE_MODES):

@@ -110,12 +110,13 @@ def tile_box(box: Box, dim: int, extent: int, tiles: int, t: int) -> Box:
     return box[:dim] + (new,) + box[dim + 1 :]
 
 
-def _blocks(extents: tuple[int, ...], factors: tuple[int, ...]) -> list[Box]:
-    """Every core's iteration block, cores row-major over the factors (equal blocks; divisibility checked first)."""
+def _blocks(extents: tuple[int, ...], factors: tuple[int, ...], units: tuple[int, ...]) -> list[Box]:
+    """Every core's iteration block, cores row-major over the factors: each factor splits its dim into equal
+    blocks of whole units (a stick's worth of elements on a dim some tensor is stuck on), the last one clamped."""
     boxes: list[Box] = [()]
-    for e, f in zip(extents, factors):
-        c = e // f
-        boxes = [b + ((i * c, (i + 1) * c),) for b in boxes for i in range(f)]
+    for e, f, u in zip(extents, factors, units):
+        c = -(-e // u) // f * u
+        boxes = [b + ((i * c, min((i + 1) * c, e)),) for b in boxes for i in range(f)]
     return boxes
 
 
@@ -164,8 +165,14 @@ class _Loop:
         d = self.dims[n]
         return [
             tile_box(b, self.it[n], d.extents[self.it[n]], self.spec.tiles, 0)
-            for b in _blocks(d.extents, self.factors(n))
+            for b in _blocks(d.extents, self.factors(n), self.units(n))
         ]
+
+    def units(self, n: str) -> tuple[int, ...]:
+        """Per iteration dim, the elements of one stick of the widest-stick tensor stuck on it, else 1."""
+        d, sb = self.dims[n], self.hw.stick_bytes
+        eps = [elems_per_stick(self.g.tensors[t].elem_bytes, sb) for _, t in d.stuck]
+        return tuple(max([e for (dim, _), e in zip(d.stuck, eps) if dim == i], default=1) for i in range(len(d.names)))
 
     def owner_boxes(self, n: str) -> dict[int, Box]:
         """Core -> the block of the output it holds in tile 0 (the cores at index 0 of every reduced dim)."""

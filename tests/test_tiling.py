@@ -16,7 +16,7 @@ from spyreopt.costmodel import spyre
 from spyreopt.errors import PlanError
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, tiled_layout
+from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, staged_tensors_of, tiled_layout
 from spyreopt.model.tiling_rules import Tile, tile_reason
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner
@@ -287,3 +287,22 @@ def test_fixed_ops_of_one_signature_keep_their_own_divisions():
     fixed = {"a": ((4, 1), 1, "hbm"), "b": ((2, 2), 1, "hbm"), "sum": ((4, 1), 1, "hbm", None)}
     p = Problem(g, HW, fixed=fixed)
     assert [p.layout(i, 0).division.factors for i in range(3)] == [(4, 1), (2, 2), (4, 1)]
+
+
+def test_ops_of_one_loop_stage_a_shared_tensor_together():
+    """Two ops reading the same bias with one tile count: both stage it or neither (one copy per loop)."""
+    g = so.Graph("shared")
+    x, bias = g.input("x", (512, 256)), g.weight("bias", (256,))
+    a = g.pointwise("add", g.pointwise("neg", x, name="neg"), bias, name="a")
+    g.output(g.pointwise("mul", g.pointwise("exp", a, name="exp"), bias, name="b"))
+    p = Problem(g, HW)
+    steps = {o.name: i for i, o in enumerate(p.ops)}
+    guard = next(e for e in guard_edges(p) if (e.u, e.v) == (steps["a"], steps["b"]))
+    for s_a, c_a in enumerate(p.candidates[guard.u]):
+        ta = p.cands[guard.u].layouts[c_a.layout].tile
+        for s_b, c_b in enumerate(p.candidates[guard.v]):
+            tb = p.cands[guard.v].layouts[c_b.layout].tile
+            mixed = ta is not None and tb is not None and ta.tiles == tb.tiles and ta.staged != tb.staged
+            both = mixed and "bias" in staged_tensors_of(p.cands[guard.u], ta.dim)
+            both = both and "bias" in staged_tensors_of(p.cands[guard.v], tb.dim)  # the same for every tile in both
+            assert guard.allowed[s_a, s_b] == (not both)

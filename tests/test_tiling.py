@@ -306,3 +306,19 @@ def test_ops_of_one_loop_stage_a_shared_tensor_together():
             both = mixed and "bias" in staged_tensors_of(p.cands[guard.u], ta.dim)
             both = both and "bias" in staged_tensors_of(p.cands[guard.v], tb.dim)  # the same for every tile in both
             assert guard.allowed[s_a, s_b] == (not both)
+
+
+def test_a_cached_tiled_plan_is_relabelled_with_its_loops(tmp_path):
+    def renamed(prefix: str) -> so.Graph:
+        g = so.Graph(f"{prefix}chain")
+        y = g.input(f"{prefix}x", (512, 256))
+        for name in ("neg", "exp"):
+            y = g.pointwise(name, y, name=f"{prefix}{name}")
+        g.output(y)
+        return g
+
+    first = so.solve(renamed("a_"), hardware=HW, backend="cpsat", time_limit=5, cache=tmp_path)
+    again = so.solve(renamed("b_"), hardware=HW, backend="cpsat", time_limit=5, cache=tmp_path)
+    assert again.stats["timing"]["cache"]["hit"] and first.loops
+    assert again.loops[0].ops == ["b_neg", "b_exp"] and set(again.loops[0].op_dims) == {"b_neg", "b_exp"}
+    again.validate()

@@ -251,7 +251,8 @@ def test_time_limits_hold_and_plans_are_deterministic():
     for backend in ("anneal", "cpsat", "milp"):
         start = time.perf_counter()
         plan = so.solve(g, backend=backend, time_limit=3, seed=1)
-        assert time.perf_counter() - start < 3 * 3 + 5, backend  # the problem build and the check come on top
+        assert plan.solve_seconds <= 3 * 1.2, backend  # the backend's own clock, within its limit
+        assert time.perf_counter() - start < 3 * 3 + 10, backend  # the problem build and the check come on top
         plan.validate()
     runs = [so.solve(chain(ops=3), hardware=HW, backend="anneal", time_limit=2, seed=4).to_json() for _ in range(2)]
     assert runs[0] == runs[1]

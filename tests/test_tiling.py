@@ -16,7 +16,7 @@ from spyreopt.costmodel import spyre
 from spyreopt.errors import PlanError
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, tiled_layout
+from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, staged_tensors_of, tiled_layout
 from spyreopt.model.tiling_rules import Tile, tile_reason
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner
@@ -251,7 +251,8 @@ def test_time_limits_hold_and_plans_are_deterministic():
     for backend in ("anneal", "cpsat", "milp"):
         start = time.perf_counter()
         plan = so.solve(g, backend=backend, time_limit=3, seed=1)
-        assert time.perf_counter() - start < 3 * 3 + 5, backend  # the problem build and the check come on top
+        assert plan.solve_seconds <= 3 * 1.2, backend  # the backend's own clock, within its limit
+        assert time.perf_counter() - start < 3 * 3 + 10, backend  # the problem build and the check come on top
         plan.validate()
     runs = [so.solve(chain(ops=3), hardware=HW, backend="anneal", time_limit=2, seed=4).to_json() for _ in range(2)]
     assert runs[0] == runs[1]
@@ -287,3 +288,38 @@ def test_fixed_ops_of_one_signature_keep_their_own_divisions():
     fixed = {"a": ((4, 1), 1, "hbm"), "b": ((2, 2), 1, "hbm"), "sum": ((4, 1), 1, "hbm", None)}
     p = Problem(g, HW, fixed=fixed)
     assert [p.layout(i, 0).division.factors for i in range(3)] == [(4, 1), (2, 2), (4, 1)]
+
+
+def test_ops_of_one_loop_stage_a_shared_tensor_together():
+    """Two ops reading the same bias with one tile count: both stage it or neither (one copy per loop)."""
+    g = so.Graph("shared")
+    x, bias = g.input("x", (512, 256)), g.weight("bias", (256,))
+    a = g.pointwise("add", g.pointwise("neg", x, name="neg"), bias, name="a")
+    g.output(g.pointwise("mul", g.pointwise("exp", a, name="exp"), bias, name="b"))
+    p = Problem(g, HW)
+    steps = {o.name: i for i, o in enumerate(p.ops)}
+    guard = next(e for e in guard_edges(p) if (e.u, e.v) == (steps["a"], steps["b"]))
+    for s_a, c_a in enumerate(p.candidates[guard.u]):
+        ta = p.cands[guard.u].layouts[c_a.layout].tile
+        for s_b, c_b in enumerate(p.candidates[guard.v]):
+            tb = p.cands[guard.v].layouts[c_b.layout].tile
+            mixed = ta is not None and tb is not None and ta.tiles == tb.tiles and ta.staged != tb.staged
+            both = mixed and "bias" in staged_tensors_of(p.cands[guard.u], ta.dim)
+            both = both and "bias" in staged_tensors_of(p.cands[guard.v], tb.dim)  # the same for every tile in both
+            assert guard.allowed[s_a, s_b] == (not both)
+
+
+def test_a_cached_tiled_plan_is_relabelled_with_its_loops(tmp_path):
+    def renamed(prefix: str) -> so.Graph:
+        g = so.Graph(f"{prefix}chain")
+        y = g.input(f"{prefix}x", (512, 256))
+        for name in ("neg", "exp"):
+            y = g.pointwise(name, y, name=f"{prefix}{name}")
+        g.output(y)
+        return g
+
+    first = so.solve(renamed("a_"), hardware=HW, backend="cpsat", time_limit=5, cache=tmp_path)
+    again = so.solve(renamed("b_"), hardware=HW, backend="cpsat", time_limit=5, cache=tmp_path)
+    assert again.stats["timing"]["cache"]["hit"] and first.loops
+    assert again.loops[0].ops == ["b_neg", "b_exp"] and set(again.loops[0].op_dims) == {"b_neg", "b_exp"}
+    again.validate()

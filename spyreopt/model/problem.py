@@ -142,7 +142,8 @@ class Problem:
         self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self._memo: dict = {}
         refs = [tuple(resolve(graph, x) for x in o.inputs) for o in self.ops]
-        self.tile_scope = tiling_scope(graph, self.ops, self.hw, refs) if tiling and fixed is None else {}
+        scope = tiling_scope(graph, self.ops, self.hw, refs) if tiling else {}
+        self.tile_scope = {i: d for i, d in scope.items() if not (fixed and self.ops[i].name in fixed)}
         self.tile_counts = tile_counts(graph, self.ops, self.hw) if self.tile_scope else ()
         self.sig = self._signatures()
         self.cands = self._layouts(max_layouts)

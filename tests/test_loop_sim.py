@@ -196,6 +196,7 @@ def _planner_loops():
     yield "swiglu", sw, {n: "m" if sw.ops[n].kind == "matmul" else "d0" for n in _ops(sw)}, 2
     at = so.workloads.get("sdpa")
     yield "sdpa", at, {n: "m" if at.ops[n].kind == "matmul" else "d2" for n in _ops(at)}, 4
+    yield "sdpa heads", at, {n: "b1" if at.ops[n].kind == "matmul" else "d1" for n in _ops(at)}, 2
     km = so.workloads.get("ktiled_matmul", tokens=256, k=16384, n=256)
     yield "ktiled_matmul", km, {"act": "d1", "proj": "k"}, 8
 

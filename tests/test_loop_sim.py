@@ -235,3 +235,13 @@ def test_a_staged_tensor_produced_before_the_loop():
     fast, slow = simulate(staged), simulate(unstaged)
     per_read = 256 * 512 * 2 * 4  # each core's column block of a: read once per m-split row of cores
     assert slow.device_read_bytes - fast.device_read_bytes == pytest.approx(3 * per_read, rel=0.01)
+
+
+def test_an_accumulator_must_fit_on_chip():
+    p = matmul_loop(division={"m": 1, "n": 1})  # every core accumulates the whole 128 x 256 output: 64 KiB
+    simulate(p)
+    tight = mutate(p, lambda d: d["hardware"].update(planner_fraction=0.03))  # 60 KiB per core
+    with pytest.raises(PlanError, match="accumulator of op 'mm' .* needs 65536 bytes"):
+        simulate(tight)
+    with pytest.raises(PlanError, match="exceed the scratchpad capacity"):
+        check_loops(tight)

@@ -245,3 +245,21 @@ def test_an_accumulator_must_fit_on_chip():
         simulate(tight)
     with pytest.raises(PlanError, match="exceed the scratchpad capacity"):
         check_loops(tight)
+
+
+def test_inductor_options_forbid_capabilities():
+    pytest.importorskip("torch")
+    from spyreopt.errors import SolverError
+    from spyreopt.integrations.inductor.hook import Session
+    from spyreopt.integrations.inductor.records import CapturedGraph, Options
+
+    assert Options.from_dict({"forbid": "tiling"}).forbid == ("tiling",)
+    with pytest.raises(SolverError, match=r"cannot forbid \['loops'\]"):
+        Options.from_dict({"forbid": ["loops"]})
+    plans = {}
+    for forbid in ((), ("inplace",)):
+        record = CapturedGraph("g", "inference", Options.from_dict({"forbid": forbid}), so.workloads.get("softmax"))
+        Session(record.options)._solve(record)
+        plans[forbid] = record.plan
+    assert any("lx" in o.residency for o in plans[()].ops)
+    assert all(o.residency == "hbm" for o in plans[("inplace",)].ops)

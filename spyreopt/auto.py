@@ -397,6 +397,11 @@ def cut_ops(graph: Graph, segs) -> set[str]:
     }
 
 
+def _tiling_key(layout, space) -> tuple[str, int] | None:
+    """A layout's tiled loop as a plan names it: (its tiled dim, the tile count), None when untiled."""
+    return None if layout.tile is None else (space.dims[layout.tile.dim], layout.tile.tiles)
+
+
 def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, run: Run, planned: float) -> Plan | None:
     """Re-plan the ops around the cuts on the full graph, every other op fixed to the stitched plan.
 
@@ -404,8 +409,10 @@ def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, r
     stitched choice outside a freed op's candidates) or nothing better was found."""
     began = time.perf_counter()
     decided = {o.name: o for o in plan.ops}
+    loops = plan.loops  # a fixed op keeps its tiled loop: (its tiled dim, the tile count, the staged tensors)
+    tiling = {n: (x.op_dims[n], x.tiles, tuple(x.staged)) for x in loops for n in x.ops}
     fixed = {
-        name: (tuple(o.division[d] for d in op_space(graph, graph.ops[name]).dims), o.stick, o.residency)
+        name: (tuple(o.division[d] for d in op_space(graph, graph.ops[name]).dims), o.stick, o.residency, tiling.get(name))
         for name, o in decided.items()
         if name not in free
     }
@@ -419,6 +426,7 @@ def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, r
             if c.residency == d.residency
             and problem.layout(i, s).stick == d.stick
             and problem.layout(i, s).division.as_dict(space) == d.division
+            and _tiling_key(problem.layout(i, s), space) == (tiling[o.name][:2] if o.name in tiling else None)
         ]
         if not match:
             return None

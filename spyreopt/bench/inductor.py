@@ -127,6 +127,7 @@ def row(model: str, r: si.CapturedGraph) -> dict:
         except Exception as exc:  # noqa: BLE001 - the simulator's verdict is reported, whatever it is
             out["error"] = f"simulate: {type(exc).__name__}: {exc}"
     out["opaque_reasons"] = dict(Counter(r.opaque.values()))
+    out["loops"] = r.loops
     return out
 
 
@@ -176,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print("| " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")
     for r in rows:
-        if r["error"] or r["opaque_reasons"]:
-            print(f"\n{r['model']} [{r['graph']}]: error={r['error']} opaque={r['opaque_reasons']}")
+        if r["error"] or r["opaque_reasons"] or r["loops"]:
+            print(f"\n{r['model']} [{r['graph']}]: error={r['error']} opaque={r['opaque_reasons']} loops={r['loops']}")
     print(f"\npeak resident memory of this process: {peak_mb:.0f} MB")
     if args.json:
         with open(args.json, "w") as fh:

@@ -66,8 +66,8 @@ def _f(x: float | None, digits: int = 2) -> str:
 
 def _spyre_table(rows: list[Row]) -> list[str]:
     out = [
-        "| workload | backend | status | predicted µs | simulated µs | bound µs | vs independent (sim) | vs hbm (sim) | cost/lower bound | solve s | valid |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | backend | status | predicted µs | simulated µs | bound µs | vs independent (sim) | vs hbm (sim) | vs no-tiling (sim) | cost/lower bound | solve s | valid |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     by_wl: dict[str, dict[str, Row]] = {}
     for r in rows:
@@ -80,10 +80,12 @@ def _spyre_table(rows: list[Row]) -> list[str]:
                 continue
             vs_ind = _ratio(ind and ind.simulated_us, r.simulated_us)
             vs_hbm = _ratio(hbm and hbm.simulated_us, r.simulated_us)
+            plain = rs.get(f"{b} no-tiling")  # the same backend with forbid tiling (tiled workloads only)
+            vs_plain = _ratio(plain and plain.simulated_us, r.simulated_us)
             to_lb = _ratio(r.cost_us, lb and lb.bound_us)
             out.append(
                 f"| {wl} | {b} | {r.status} | {_f(r.cost_us)} | {_f(r.simulated_us)} | {_f(r.bound_us if r.bound_us is not None else (lb and lb.bound_us))} "
-                f"| {vs_ind} | {vs_hbm} | {to_lb} | {r.solve_s:.2f} | {r.valid} |"
+                f"| {vs_ind} | {vs_hbm} | {vs_plain} | {to_lb} | {r.solve_s:.2f} | {r.valid} |"
             )
     return out
 

@@ -2,7 +2,9 @@
 
 One row each with the plan's predicted and simulated time, the backend's bound,
 solve time and validity; ``workload_facts`` answers what the published Spyre
-comparisons ask of the best plan (scores kept on chip, relayout chosen).
+comparisons ask of the best plan (scores kept on chip, relayout chosen). The
+workloads that need tiled loops (``workloads.TILED``) get a second row per
+planning backend with ``forbid=("tiling",)``, and their loops and speedups.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from spyreopt.hw.simulator import simulate
 from spyreopt.model.bounds import lower_bound_us
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.model.restrict import make_problem
 
 SPYRE_BACKENDS = ("greedy", "anneal", "cpsat", "milp", "independent", "hbm")
+NO_TILING = " no-tiling"  # suffix of the rows of the same backend with forbid=("tiling",), on the tiled workloads
 
 
 def simulated_us(plan: Plan) -> float:
@@ -49,9 +53,11 @@ def spyre_suite(
     """Rows for every workload and backend, and the per-workload facts the targets need."""
     rows: list[Row] = []
     facts: dict[str, dict] = {}
-    names = workloads.names()
+    names = workloads.names() + list(workloads.TILED)
     backends = list(backends)
-    bar = tqdm(total=len(names) * (len(backends) + 1), disable=not progress, desc="spyre suite", unit="solve")
+    planners = [b for b in backends if b not in ("independent", "hbm")]
+    total = len(names) * (len(backends) + 1) + len(workloads.TILED) * len(planners)
+    bar = tqdm(total=total, disable=not progress, desc="spyre suite", unit="solve")
     for name in names:
         problem = Problem(workloads.get(name))
         assert problem.formulation.nodes  # build the standard form once, outside every backend's time
@@ -66,9 +72,33 @@ def spyre_suite(
             if plan is not None:
                 plans[backend] = plan
             bar.update()
-        facts[name] = workload_facts(name, plans)
+        untiled = {}
+        if name in workloads.TILED:  # the same backends without tiled loops, side by side
+            plain = make_problem(workloads.get(name), forbid=("tiling",))
+            assert plain.formulation.nodes
+            for backend in planners:
+                bar.set_postfix_str(f"{name}/{backend}{NO_TILING}")
+                row, plan = plan_row("spyre", name, backend, plain, time_limit, seed)
+                row.backend += NO_TILING
+                rows.append(row)
+                if plan is not None:
+                    untiled[backend] = plan
+                bar.update()
+        facts[name] = workload_facts(name, plans) | loop_facts(plans, untiled)
     bar.close()
     return rows, facts
+
+
+def loop_facts(plans: dict[str, Plan], untiled: dict[str, Plan]) -> dict:
+    """Per backend: its loops (ops, dim, tiles) and its simulated speedup over the same backend without tiling."""
+    out: dict = {}
+    for backend, plan in plans.items():
+        if backend not in untiled:
+            continue
+        loops = "; ".join(f"{'+'.join(x.ops)} over {x.dim} x{x.tiles}" for x in plan.loops) or "none"
+        out[f"{backend}_loops"] = loops
+        out[f"{backend}_speedup_vs_no_tiling"] = round(simulated_us(untiled[backend]) / simulated_us(plan), 3)
+    return out
 
 
 def workload_facts(name: str, plans: dict[str, Plan]) -> dict:
@@ -82,9 +112,11 @@ def workload_facts(name: str, plans: dict[str, Plan]) -> dict:
         return {}
     best = plans[best_backend]
     facts: dict = {"best_backend": best_backend}
-    if name in ("sdpa", "mha", "transformer_block"):
+    if name in ("sdpa", "mha", "transformer_block", "long_attention"):
         scores = [t for t in best.tensors if t.name.endswith("scores") or ".sub" in t.name or ".exp" in t.name]
         facts["scores_on_chip"] = bool(scores) and all(t.residency != "hbm" for t in scores)
+        if name == "long_attention":
+            facts["scores_in_loop"] = best.op("scores").loop is not None
     if name == "relayout":
         facts["relayout_chosen"] = any(e.mode == "relayout" for e in best.edges)
     return facts

@@ -28,6 +28,11 @@ def _rename(data: dict, ops: dict[str, str], tensors: dict[str, str]) -> dict:
     out = dict(data)
     for section, fields in NAME_FIELDS.items():
         out[section] = [{**rec, **{f: maps[kind][rec[f]] for f, kind in fields.items()}} for rec in data[section]]
+    out["loops"] = [  # tiled loops name their ops (also as op_dims keys) and their staged tensors
+        {**x, "ops": [ops[n] for n in x["ops"]], "op_dims": {ops[n]: d for n, d in x["op_dims"].items()},
+         "staged": [tensors[t] for t in x["staged"]]}
+        for x in data.get("loops", [])
+    ]  # fmt: skip
     return out
 
 

@@ -152,17 +152,21 @@ def stitch(
 ) -> Plan:
     """One plan of the full graph from stored segment plans (canonical names, with each segment's renaming):
     decisions and addresses carried over, edges, lifetimes and costs re-derived on the full graph."""
-    decisions, addresses, copies = {}, {}, {}
+    decisions, addresses, copies, tilings = {}, {}, {}, {}
     for data, canon in parts:
         ops = {v: k for k, v in canon.op_names.items()}
         tensors = {v: k for k, v in canon.tensor_names.items()}
         decisions.update({ops[o["name"]]: o for o in data["ops"]})
+        for o in data["ops"]:  # a segment's tiled loop: the op's tiled dim and count, the loop's staged tensors
+            if o.get("loop") is not None:
+                x = data["loops"][o["loop"]]
+                tilings[ops[o["name"]]] = (x["op_dims"][o["name"]], x["tiles"], tuple(tensors[t] for t in x["staged"]))
         addresses.update({tensors[t["name"]]: t["address"] for t in data["tensors"]})
         copies.update({(ops[e["consumer"]], e["operand"]): e["copy_address"] for e in data["edges"]})
     fixed = {}
     for name, o in decisions.items():
         dims = op_space(graph, graph.ops[name]).dims
-        fixed[name] = (tuple(o["division"][d] for d in dims), o["stick"], o["residency"])
+        fixed[name] = (tuple(o["division"][d] for d in dims), o["stick"], o["residency"], tilings.get(name))
     problem = Problem(graph, hw, coef, fixed=fixed)
     assignment = problem.normalize([0] * len(problem.ops))
     offsets = {}

@@ -9,7 +9,12 @@ the source cores' scratchpads into a copy at the plan's copy address (a
 restickify likewise, writing the copy in the new stick layout: numerically the
 identity); ``hbm`` and ``spill`` edges read back the full tensor the producer
 wrote to the device-memory dictionary. Nothing is taken from the reference, so
-a plan that moves the wrong slice produces wrong numbers.
+a plan that moves the wrong slice produces wrong numbers. A tiled loop runs tile
+by tile (every op on tile 0, then tile 1, ...): each tile of an internal tensor
+is written at the tensor's address over the previous one, staged tensors are cut
+from a copy loaded once, and an op reducing over the tiled dim folds each tile's
+partial result (sum, max, min; a mean sums the tiles' means and divides by T)
+and stores it after the last tile.
 
 Precision: every tensor is computed in float32 whatever its dtype (fp16, bf16
 and fp8 tensors are not rounded to their format), so ``execute`` checks the
@@ -25,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from spyreopt.errors import PlanError
+from spyreopt.hw.sim_loop import Loop, loops_of, staged_boxes, tile_step
 from spyreopt.hw.sim_numpy import apply, checked_inputs, random_inputs, reference_values
 from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_sticks import RawScratchpad
@@ -49,6 +55,7 @@ class _Machine:
         eps = [elems_per_stick(t.elem_bytes, hw.stick_bytes) for t in trace.graph.tensors.values()]
         self.lx = RawScratchpad(hw.cores, hw.planner_lx_bytes, hw.stick_bytes, max(eps))
         self.device: dict[str, np.ndarray] = dict(inputs)
+        self.tile_steps: dict[int, Step] = {}  # inside a loop: each of its steps on the current tile
 
     def eps(self, tensor: str) -> int:
         return elems_per_stick(self.trace.tensor(tensor).elem_bytes, self.trace.hw.stick_bytes)
@@ -63,7 +70,7 @@ class _Machine:
                     f"op {s.name!r}: reads tensor {name!r} from device memory, but it was never written there"
                 )
             return {c: self.device[name][_index(box)] for c, box in od.boxes}
-        prod = self.trace.steps[od.producer]
+        prod = self.tile_steps.get(od.producer) or self.trace.steps[od.producer]  # in a loop: its current tile
         what = f"tensor {name!r} (read by op {s.name!r})"
         if od.mode == "inplace":
             return {
@@ -88,8 +95,12 @@ class _Machine:
         }
 
     # ---- one op ------------------------------------------------------------
-    def step(self, s: Step) -> None:
-        data = [self.operand(s, od) for od in s.operands]
+    def compute(self, s: Step, staged: dict | None = None) -> dict[int, np.ndarray]:
+        """Per core, its block of the op's output (before a k-split's partial sums are added);
+        operands in ``staged`` (tensor -> core -> (box, values)) are cut from the staged copy."""
+        data = [
+            self._staged(od, staged) if staged and od.ref.base in staged else self.operand(s, od) for od in s.operands
+        ]
         out = self.trace.tensor(s.op.output)
         results = {}
         for c in range(s.cores):
@@ -106,12 +117,67 @@ class _Machine:
                     f"op {s.name!r}: core {c} computed a {value.shape} block for its {box_extents(out_box)} box"
                 )
             results[c] = value
+        return results
+
+    def _staged(self, od: Operand, staged: dict) -> dict[int, np.ndarray]:
+        out = {}
+        for c, box in od.boxes:
+            held, values = staged[od.ref.base][c]
+            out[c] = values[_index(box, held)]
+        return out
+
+    def step(self, s: Step) -> None:
+        self.finish(s, self.compute(s))
+
+    def finish(self, s: Step, results: dict[int, np.ndarray]) -> None:
+        """Owners add their peers' partial sums and store their block where the plan keeps the output."""
+        out = self.trace.tensor(s.op.output)
         for o, box in s.layout.owner_boxes.items():
             value = sum((results[p] for p in s.peers(o) if p != o), start=results[o])
             if "hbm" in s.residency:
                 self.device.setdefault(out.name, np.full(out.shape, np.nan, dtype=np.float32))[_index(box)] = value
             if "lx" in s.residency:
                 self.lx.write(o, s.address, value, s.layout.stick, self.eps(out.name), f"tensor {out.name!r}")
+
+    # ---- a tiled loop ---------------------------------------------------------
+    def loop(self, loop: Loop) -> None:
+        """Every op of the loop on tile 0, then tile 1, ...: staged tensors are loaded once, tiles of
+        internal tensors overwrite each other at their scratchpad address, an op reducing over the
+        tiled dim combines each tile's partial result and stores it after the last tile."""
+        staged = {}
+        for name in loop.staged:
+            if name not in self.device:
+                raise PlanError(f"{loop.label}: stages tensor {name!r}, which is not in device memory")
+            staged[name] = {
+                c: (box, self.device[name][_index(box)].copy()) for c, (box, _, _) in staged_boxes(loop, name).items()
+            }
+        acc: dict[int, dict[int, np.ndarray]] = {}
+        for t in range(loop.tiles):
+            self.tile_steps = {x.index: tile_step(loop, k, t) for k, x in enumerate(loop.steps)}
+            for k in range(len(loop.steps)):
+                s = self.tile_steps[loop.steps[k].index]
+                results = self.compute(s, staged)
+                if not loop.accumulates(k):
+                    self.finish(s, results)
+                    continue
+                fn = s.op.attrs.get("fn", "sum") if s.op.kind == "reduce" else "sum"
+                for c, v in results.items():
+                    acc.setdefault(k, {})[c] = v if t == 0 else _combine(fn, acc[k][c], v)
+        self.tile_steps = {}
+        for k, parts in acc.items():
+            fn = loop.steps[k].op.attrs.get("fn", "sum") if loop.steps[k].op.kind == "reduce" else "sum"
+            if fn == "mean":
+                parts = {c: v / np.float32(loop.tiles) for c, v in parts.items()}
+            self.finish(loop.steps[k], parts)
+
+
+def _combine(fn: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Fold one tile's partial result into the accumulator (a mean sums the tiles' means, divided at the end)."""
+    if fn == "max":
+        return np.maximum(a, b)
+    if fn == "min":
+        return np.minimum(a, b)
+    return a + b
 
 
 def execute(plan: Plan, inputs: dict[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -122,8 +188,13 @@ def execute(plan: Plan, inputs: dict[str, np.ndarray] | None = None, seed: int =
     trace = Trace(plan)
     inputs = random_inputs(trace.graph, seed) if inputs is None else checked_inputs(trace.graph, inputs)
     machine = _Machine(trace, inputs)
+    loops = {lp.first: lp for lp in loops_of(trace)}
+    inside = {s.index for lp in loops.values() for s in lp.steps}
     for s in trace.steps:
-        machine.step(s)
+        if s.index in loops:
+            machine.loop(loops[s.index])
+        elif s.index not in inside:
+            machine.step(s)
     missing = [x for x in trace.graph.outputs if x not in machine.device]
     if missing:
         raise PlanError(f"graph output(s) {missing} never written to device memory")

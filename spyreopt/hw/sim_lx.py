@@ -33,9 +33,28 @@ class ScratchpadState:
     def __init__(self, cores: int, capacity: int, alignment: int):
         self.capacity, self.alignment = capacity, alignment
         self.entries: list[list[Entry]] = [[] for _ in range(cores)]
+        self.reserved = [0] * cores  # bytes a tiled loop holds without a plan address (staged copies, prefetch)
 
     def used(self, core: int) -> int:
-        return sum(e.hi - e.lo for e in self.entries[core])
+        return sum(e.hi - e.lo for e in self.entries[core]) + self.reserved[core]
+
+    def reserve(self, core: int, nbytes: int, what: str) -> None:
+        """Hold ``nbytes`` on ``core`` for a buffer the plan gives no address (a loop's staged tensor or an
+        accumulator kept only on chip): PlanError if it does not fit beside what is live."""
+        if self.used(core) + nbytes > self.capacity:
+            raise PlanError(
+                f"core {core}: {what} needs {nbytes} bytes, but {self.used(core)} of the {self.capacity}-byte "
+                f"scratchpad are live"
+            )
+        self.reserved[core] += nbytes
+
+    def unreserve(self, core: int, nbytes: int) -> None:
+        self.reserved[core] -= nbytes
+
+    def drop(self, tensors: set[str]) -> None:
+        """Free every entry holding one of ``tensors`` (a loop's tile buffers before the next tile lands)."""
+        for core, live in enumerate(self.entries):
+            self.entries[core] = [e for e in live if e.tensor not in tensors]
 
     def release(self, step: int) -> None:
         """Free every entry whose lifetime ended before ``step``."""
@@ -54,6 +73,11 @@ class ScratchpadState:
             raise PlanError(
                 f"{where}: {entry.label} at [{entry.lo}, {entry.hi}) lies outside the scratchpad "
                 f"(planner capacity {self.capacity} bytes)"
+            )
+        if self.reserved[core] and self.used(core) + entry.hi - entry.lo > self.capacity:
+            raise PlanError(
+                f"{where}: writing {entry.label} ({entry.hi - entry.lo} bytes) overflows the scratchpad: "
+                f"{self.used(core)} bytes live, {self.reserved[core]} of them held by a loop without an address"
             )
         for e in self.entries[core]:
             if e.lo < entry.hi and entry.lo < e.hi:

@@ -13,6 +13,9 @@ Ops run in schedule order separated by barriers. Within an op, in order:
 4. a k-split reduces its partial sums over the ring onto the owner cores;
 5. the barrier.
 
+The ops of a tiled loop run together, iteration by iteration, each on its tile
+(``sim_loop_run``: staging, re-reads, accumulators, double buffering).
+
 Meanwhile it tracks every core's scratchpad address by address and rejects a
 plan that reads a slice that is not there or writes over a live one (see
 ``sim_lx``). Timing never consults the cost model. Units: ns inside, µs out.
@@ -24,6 +27,8 @@ from dataclasses import dataclass, field
 
 from spyreopt.errors import PlanError
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
+from spyreopt.hw.sim_loop import loops_of
+from spyreopt.hw.sim_loop_run import run_loop
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
 from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
 from spyreopt.hw.sim_slices import project
@@ -48,6 +53,7 @@ class SimResult:
     device_read_bytes: float = 0.0
     device_write_bytes: float = 0.0
     op_start_us: dict[str, float] = field(default_factory=dict)
+    loops: list[dict] = field(default_factory=list)  # per tiled loop: tiles, double buffering, times (see sim_loop_run)
 
     @property
     def peak_lx_bytes(self) -> list[int]:
@@ -64,6 +70,13 @@ class SimResult:
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         busy = sum(self.core_busy) / max(len(self.core_busy), 1)
+        for i, lp in enumerate(self.loops):
+            its = lp["iteration_us"]
+            lines.append(
+                f"loop {i}: {lp['ops'][0]}..{lp['ops'][-1]} in {lp['tiles']} tiles, {lp['time_us']:.3f} us "
+                f"({'double buffered' if lp['double_buffered'] else 'single buffered'}; iterations "
+                f"{min(its):.3f}-{max(its):.3f} us; staging {lp['staged_us']:.3f} us)"
+            )
         lines.append(f"\ntotal {self.time_us:.3f} us simulated   mean core busy {busy:.1%}")
         return "\n".join(lines)
 
@@ -92,8 +105,13 @@ class _Run:
         self.in_device = {t.name for t in self.trace.graph.tensors.values() if t.producer is None}
         self.busy = [0.0] * hw.cores
         self.occupancy: list[list[tuple[float, int]]] = [[] for _ in range(hw.cores)]
+        self.tile_steps: dict[int, Step] = {}  # inside a loop: each of its steps on the current tile
 
     # ---- operands ----------------------------------------------------------
+    def producer(self, od: Operand) -> Step:
+        """The step that wrote the operand: inside a loop, the producer's step on the current tile."""
+        return self.tile_steps.get(od.producer) or self.trace.steps[od.producer]
+
     def _sizes(self, tensor: str, box, stick: int, whole=None) -> tuple[int, int]:
         t = self.trace.tensor(tensor)
         hw = self.m.hw
@@ -101,7 +119,7 @@ class _Run:
         return requests(box, whole, stick, t.elem_bytes, hw.stick_bytes, hw.dma_burst_sticks)
 
     def _check_resident(self, s: Step, od: Operand) -> Step:
-        prod = self.trace.steps[od.producer]
+        prod = self.producer(od)
         what = f"tensor {od.ref.base!r}"
         if prod.residency == "hbm":
             raise PlanError(
@@ -143,6 +161,8 @@ class _Run:
         """Check every operand's source and lay out its data movement."""
         mv = _Movement({c: [0, 0] for c in range(s.cores)})
         for od in s.operands:
+            if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
+                continue
             if od.mode in ("leaf",) + DEVICE_MODES:
                 self._device_operand(s, od, mv)
             elif od.mode in LX_MODES:
@@ -154,7 +174,7 @@ class _Run:
     def _device_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
         """Read from device memory; a tensor stored in another stick is transformed there first."""
         if od.ref.base not in self.in_device:
-            prod = self.trace.steps[od.producer]
+            prod = self.producer(od)
             raise PlanError(
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"
@@ -245,11 +265,15 @@ class _Run:
             jobs[c] = CoreJob(c, write_bytes=wb, write_requests=wq)
         return jobs
 
-    def step(self, s: Step, t0: float) -> tuple[float, dict[str, float], float, float]:
-        """Run op ``s`` from time ``t0`` (ns): its duration, phase times, device bytes read and written."""
+    def step(
+        self, s: Step, t0: float, final: bool = True, store: bool = True
+    ) -> tuple[float, dict[str, float], float, float]:
+        """Run op ``s`` from time ``t0`` (ns): its duration, phase times, device bytes read and written.
+        In a loop, an accumulating op's tiles before the last are not ``final`` (no partial-sum
+        reduction, no write-back) and only its first tile ``store``s the accumulator."""
         m = self.m
         mv = self.operands(s)
-        if "lx" in s.residency:
+        if "lx" in s.residency and store:
             self._write_output(s)
         for c in range(m.hw.cores):
             self.occupancy[c].append((t0 * 1e-3, self.lx.used(c)))
@@ -258,7 +282,7 @@ class _Run:
         staging = [run_pipeline(list(mv.stage_out.values()), m), run_pipeline(list(mv.stage_in.values()), m)]
         ns["restickify"] = sum(p.time_ns for p in staging)
         k = s.layout.k_split
-        writes = "hbm" in s.residency
+        writes = "hbm" in s.residency and final
         out_jobs = self._write_jobs(s) if writes else {}
         jobs = []
         for c in range(s.cores):
@@ -273,7 +297,7 @@ class _Run:
         ns["compute"], ns["dma"] = comp, phase.time_ns - comp
         reads = phase.read_bytes + sum(p.read_bytes for p in staging)
         written = phase.write_bytes + sum(p.write_bytes for p in staging)
-        if k > 1:
+        if k > 1 and final:
             ns["psum"] = self._psum(s, k)
             wphase = run_pipeline(list(out_jobs.values()), m)
             ns["dma"] += wphase.time_ns
@@ -290,8 +314,22 @@ def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
     t = 0.0
     op_us, breakdown, starts = {}, {}, {}
     reads = writes = 0.0
+    loops = {lp.first: lp for lp in loops_of(run.trace)}
+    inside = {s.index for lp in loops.values() for s in lp.steps}
+    loop_info = []
     for s in run.trace.steps:
+        if s.index in inside and s.index not in loops:
+            continue
         run.lx.release(s.index)
+        if s.index in loops:
+            lt = run_loop(run, loops[s.index], t)
+            for name in lt.ns:
+                starts[name] = (t + lt.start[name]) * 1e-3
+                op_us[name] = sum(lt.ns[name].values()) * 1e-3
+                breakdown[name] = {k: v * 1e-3 for k, v in lt.ns[name].items()}
+            loop_info.append(lt.info)
+            reads, writes, t = reads + lt.read_bytes, writes + lt.write_bytes, t + lt.time_ns
+            continue
         dt, ns, r, w = run.step(s, t)
         starts[s.name] = t * 1e-3
         op_us[s.name] = dt * 1e-3
@@ -306,4 +344,4 @@ def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
     for c in range(run.m.hw.cores):
         run.occupancy[c].append((t * 1e-3, run.lx.used(c)))
     busy = [b / t if t > 0 else 0.0 for b in run.busy]
-    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts)
+    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts, loop_info)

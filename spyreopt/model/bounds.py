@@ -24,7 +24,18 @@ def candidate_scope(problem: Problem) -> str:
         "optimal and bound over the enumerated candidates: per op and output stick dim, the "
         f"{problem.max_layouts} divisions fastest alone and the {max(problem.max_layouts // 2, 1)} fastest in compute, "
         "among those using at least a quarter of the most cores a legal division can use; stick on the last "
-        "dim (or the second-to-last for pointwise ops and reductions)"
+        "dim (or the second-to-last for pointwise ops and reductions)" + _tiling_scope(problem)
+    )
+
+
+def _tiling_scope(problem: Problem) -> str:
+    """The tiled candidates, when the problem has any (``model.tiling``)."""
+    if not problem.tile_scope:
+        return ""
+    counts = ", ".join(str(t) for t in problem.tile_counts)
+    return (
+        f"; tiled loops over {counts} tiles only for ops writing or reading an intermediate larger than half a "
+        "scratchpad per core, per (dim, count, staged) the layout fastest alone and those with every core on one dim"
     )
 
 

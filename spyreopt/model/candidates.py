@@ -40,6 +40,7 @@ from spyreopt.model.layout import (
     span_bytes,
 )
 from spyreopt.model.opspace import OpSpace, op_space
+from spyreopt.model.tiling_rules import Tile, rereads
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Layout:
     required: tuple[int | None, ...]  # per operand: required stick dim in base coords (None: any)
     write_requests: int  # DMA requests of that write
     stream_bytes: int  # most bytes one core streams (its operand slices, or its output slice): sets the overlap
+    tile: Tile | None = None  # run inside a tiled loop (``model.tiling``); slices and boxes stay the untiled ones
 
 
 def op_signature(g: Graph, op: Op) -> tuple:
@@ -113,7 +115,7 @@ class OpCandidates:
         self.out: Tensor = g.tensors[op.output]
         self.refs = tuple(resolve(g, x) for x in op.inputs)
         self.g, self.hw, self.coef = g, hw, coef
-        self._sizes: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+        self._sizes: dict[tuple, tuple[int, int, int]] = {}
         self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
 
     def like(self, g: Graph, op: Op) -> OpCandidates:
@@ -314,12 +316,14 @@ class OpCandidates:
         return self._read_sizes(lay, j, base_stick)[2]
 
     def _read_sizes(self, lay: Layout, j: int, base_stick: int) -> tuple[int, int, int]:
-        key = (id(lay), j, base_stick)
-        if key not in self._sizes:
+        """(total, largest, requests); inside a loop an operand without the tiled dim is read every iteration."""
+        key = (lay.division.factors, lay.stick, lay.tile, j, base_stick)  # what the sizes depend on (not an id,
+        if key not in self._sizes:  # which a discarded layout's successor may reuse)
             base = self.g.tensors[self.refs[j].base]
             sizes = [box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes) for _, b in lay.reads[j]]
             requests = sum(dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) for _, b in lay.reads[j])
-            self._sizes[key] = (sum(sizes), max(sizes), requests)
+            again = rereads(self.space, lay.tile, j)
+            self._sizes[key] = (sum(sizes) * again, max(sizes), requests * again)
         return self._sizes[key]
 
 

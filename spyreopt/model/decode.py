@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from spyreopt.costmodel.analytic import COST_UNIT_US
+from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
 from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
 from spyreopt.model.problem import Problem
+from spyreopt.model.tiling import decode_loops
 
 # backend statistics measured in wall-clock time: kept under stats["timing"], out of deterministic JSON
 WALL_CLOCK_STATS = {
@@ -24,10 +26,14 @@ def _scoped(problem: Problem, sol: Solution) -> str:
 
 def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
     """The Plan of a solution; the balance twins are normalised first so the cost is exact."""
+    if len(sol.assignment) != len(problem.ops):
+        error = InfeasibleError if sol.status == "infeasible" else SolverError
+        raise error(f"{backend}: no plan for {problem.graph.name!r} ({sol.status}): {sol.message}")
     a = problem.normalize(sol.assignment)
     f = problem.formulation
     objective = f.evaluate(a)
     breakdown = problem.evaluate(a)
+    loops, loop_of = decode_loops(problem, a, f)
     ops, tensors = [], []
     for i, o in enumerate(problem.ops):
         cand = problem.candidates[i][a[i]]
@@ -44,18 +50,19 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
                 residency=cand.residency,
                 predicted_us=b.total,
                 breakdown={k: v for k, v in vars(b).items()},
+                loop=loop_of[i],
             )
         )
-        resident = cand.residency != "hbm"
+        held = int(f.nodes[i].usages[a[i]])  # a resident output, or a loop's accumulator
         tensors.append(
             TensorPlan(
                 name=o.output,
                 producer=o.name,
                 residency=cand.residency,
                 stick=lay.stick,
-                address=sol.offsets.get(("node", i)) if resident else None,
-                bytes_per_core=lay.footprint if resident else 0,
-                lifetime=list(f.nodes[i].interval) if resident else [i, i + 1],
+                address=sol.offsets.get(("node", i)) if held else None,
+                bytes_per_core=held,
+                lifetime=list(f.nodes[i].interval) if held else [i, i + 1],
             )
         )
     edges = []
@@ -96,4 +103,5 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
         seed=seed,
         message=_scoped(problem, sol),
         stats=stats,
+        loops=loops,
     )

@@ -38,6 +38,7 @@ class LayoutQuantities:
     leaf_restick_requests: np.ndarray
     leaf_restick: np.ndarray
     reads_leaf: bool  # the op reads a graph input or weight: its device-memory read stream starts anyway
+    held: np.ndarray  # LX bytes per core held whatever the residency: a loop's accumulator and staged operands
 
 
 def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
@@ -72,6 +73,7 @@ def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantit
         leaf_restick_requests=rr,
         leaf_restick=rs,
         reads_leaf=any(leaf),
+        held=np.array([_held(x) for x in lays], dtype=np.int64),
     )
 
 
@@ -82,6 +84,7 @@ def edge_quantities(
     shape = (len(prod.layouts), len(cons.layouts))
     ints = {k: np.zeros(shape, dtype=np.int64) for k in _INT_FIELDS}
     flags = {k: np.zeros(shape, dtype=bool) for k in ("restick", "inplace", "relayout_legal")}
+    seen: dict[tuple[int, int], tuple[int, int]] = {}  # a tiled layout slices like its untiled base
     for a, lay_u in enumerate(prod.layouts):
         for b, lay_v in enumerate(cons.layouts):
             need = lay_v.required[j]
@@ -97,11 +100,31 @@ def edge_quantities(
                 ints["lx_restick_bytes"][a, b], ints["lx_restick_requests"][a, b] = xb, xr
                 ints["restick_copy"][a, b] = cons.max_read_bytes(lay_v, j, need)  # written in the needed stick
                 continue
+            key = (_base(lay_u, a), _base(lay_v, b))
+            if key in seen:
+                src = seen[key]
+                for k in ("inplace", "relayout_legal"):
+                    flags[k][a, b] = flags[k][src]
+                for k in ("runs", "fan_in", "copy", "link", "hops"):
+                    ints[k][a, b] = ints[k][src]
+                continue
+            seen[key] = (a, b)
             ea = analyse_edge(lay_u, cons, lay_v, j, tensor, hw, coef)
             flags["inplace"][a, b], flags["relayout_legal"][a, b] = ea.inplace, ea.relayout_legal
             ints["runs"][a, b], ints["fan_in"][a, b], ints["copy"][a, b] = ea.runs, ea.fan_in, ea.copy_bytes
             ints["link"][a, b], ints["hops"][a, b] = ea.link_bytes, ea.hops
     return EdgeQuantities(**flags, **ints)
+
+
+def _held(lay) -> int:
+    """LX bytes a tiled layout holds whatever its output's residency: an accumulator, staged operands."""
+    if lay.tile is None:
+        return 0
+    return lay.tile.staged_bytes + (lay.tile.tile_bytes if lay.tile.accumulate else 0)
+
+
+def _base(lay, index: int) -> int:
+    return index if lay.tile is None else lay.tile.base
 
 
 _INT_FIELDS = (

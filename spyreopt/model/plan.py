@@ -28,6 +28,7 @@ class OpPlan:
     residency: str
     predicted_us: float
     breakdown: dict[str, float]
+    loop: int | None = None  # index into ``Plan.loops`` when the op runs inside a tiled loop
 
 
 @dataclass
@@ -56,6 +57,22 @@ class EdgePlan:
 
 
 @dataclass
+class LoopPlan:
+    """A tiled loop: iteration t runs every op of ``ops`` (schedule order) on tile t of its tiled dim.
+
+    Tile t of a dim of extent E is [t*E/T, (t+1)*E/T); each op's core division applies within the tile.
+    """
+
+    ops: list[str]  # schedule order
+    dim: str  # the tiled dim in the first op's division naming (m, n, k, b0.. for matmuls; d0, d1.. otherwise)
+    op_dims: dict[str, str]  # each op's tiled dim in its own division naming ("k": a matmul tiled over its reduction)
+    tiles: int
+    footprint_bytes: int  # per iteration, per core: live tile buffers + staged operands + accumulators
+    staged: list[str] = field(default_factory=list)  # loop-invariant tensors loaded on chip once
+    accumulate: bool = False  # some op reduces over the tiled dim: its partial result stays on chip
+
+
+@dataclass
 class Plan:
     graph: dict
     hardware: dict
@@ -71,6 +88,7 @@ class Plan:
     seed: int = 0
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    loops: list[LoopPlan] = field(default_factory=list)
 
     # ---- views -------------------------------------------------------------
     def op(self, name: str) -> OpPlan:

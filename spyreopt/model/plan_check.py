@@ -37,11 +37,20 @@ def fixed_problem(plan: Plan) -> Problem:
         dims = op_space(graph, o).dims
         if set(p.division) != set(dims):
             raise PlanError(f"op {o.name!r}: division names dims {sorted(p.division)}, iteration dims are {list(dims)}")
-        fixed[o.name] = (tuple(int(p.division[d]) for d in dims), int(p.stick), p.residency)
+        tiling = None
+        if p.loop is not None:
+            if not 0 <= p.loop < len(plan.loops) or o.name not in plan.loops[p.loop].op_dims:
+                raise PlanError(f"op {o.name!r}: loop {p.loop} does not list it")
+            loop = plan.loops[p.loop]
+            tiling = (loop.op_dims[o.name], loop.tiles, tuple(loop.staged))
+        fixed[o.name] = (tuple(int(p.division[d]) for d in dims), int(p.stick), p.residency, tiling)
     return Problem(graph, hw, coef, fixed=fixed)
 
 
 def check_plan(plan: Plan) -> None:
+    from spyreopt.model.loop_check import check_loops
+
+    check_loops(plan)
     prob = fixed_problem(plan)
     names = {t.name for t in plan.tensors}
     if len(names) != len(plan.tensors):
@@ -109,8 +118,9 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
             continue
         if t.bytes_per_core != size:
             raise PlanError(f"tensor {t.name!r}: {t.bytes_per_core} bytes per core recorded, slice needs {size}")
-        if list(t.lifetime) != list(n.interval):
-            raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime}, producer to last use is {list(n.interval)}")
+        lo, hi = n.interval
+        if len(t.lifetime) != 2 or t.lifetime[0] > lo or t.lifetime[1] < hi:
+            raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime} does not cover producer to last use {[lo, hi]}")
         buffers.append((f"tensor {t.name!r}", t.address, size, n.interval))
     by_key = {(e.consumer, e.operand): e for e in plan.edges}
     for k, e in enumerate(prob.edges):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import fields
 from typing import Any, get_args, get_origin, get_type_hints
 
 from spyreopt.errors import FormatError
-from spyreopt.model.plan import EDGE_MODES, STATUSES, EdgePlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.plan import EDGE_MODES, STATUSES, EdgePlan, LoopPlan, OpPlan, Plan, TensorPlan
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 
@@ -31,13 +32,22 @@ def _check(value: Any, hint: Any, where: str) -> Any:
         raise FormatError(f"{where}: expected a string, got {value!r}")
     if hint is bool and not isinstance(value, bool):
         raise FormatError(f"{where}: expected true/false, got {value!r}")
-    if origin is list and (
-        not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
-    ):
-        raise FormatError(f"{where}: expected a list of integers, got {value!r}")
+    if origin is list:
+        item = (get_args(hint) or (int,))[0]
+        ok = (
+            (lambda x: isinstance(x, str))
+            if item is str
+            else (lambda x: isinstance(x, int) and not isinstance(x, bool))
+        )
+        if not isinstance(value, list) or not all(ok(x) for x in value):
+            raise FormatError(f"{where}: expected a list of {item.__name__}s, got {value!r}")
     if origin is dict and not isinstance(value, dict):
         raise FormatError(f"{where}: expected an object, got {type(value).__name__}")
     return value
+
+
+# fields added after plans were first written: absent from older JSON, read as their default
+OPTIONAL = {"loop": None, "staged": [], "accumulate": False}
 
 
 def _record(cls: type, data: Any, where: str, skip: tuple[str, ...] = ()) -> dict:
@@ -51,6 +61,9 @@ def _record(cls: type, data: Any, where: str, skip: tuple[str, ...] = ()) -> dic
         if f.name not in data:
             if f.name == "solve_seconds":  # wall-clock: absent from deterministic JSON
                 out[f.name] = 0.0
+                continue
+            if f.name in OPTIONAL:
+                out[f.name] = copy(OPTIONAL[f.name])
                 continue
             raise FormatError(f"{where}: missing field {f.name!r}")
         out[f.name] = _check(data[f.name], hints[f.name], f"{where}.{f.name}")
@@ -68,7 +81,7 @@ def _list(data: dict, key: str) -> list:
 
 
 def plan_from_dict(data: Any) -> Plan:
-    top = _record(Plan, data, "plan", skip=("ops", "tensors", "edges"))
+    top = _record(Plan, data, "plan", skip=("ops", "tensors", "edges", "loops"))
     ops = []
     for i, o in enumerate(_list(data, "ops")):
         rec = _record(OpPlan, o, f"plan.ops[{i}]")
@@ -96,4 +109,26 @@ def plan_from_dict(data: Any) -> Plan:
         edges.append(EdgePlan(**rec))
     if top["status"] not in STATUSES:
         raise FormatError(f"plan.status: {top['status']!r} not one of {STATUSES}")
-    return Plan(ops=ops, tensors=tensors, edges=edges, **top)
+    loops = _loops(data.get("loops", []))
+    for i, o in enumerate(ops):
+        if o.loop is not None and not 0 <= o.loop < len(loops):
+            raise FormatError(f"plan.ops[{i}].loop: {o.loop} is not an index into plan.loops ({len(loops)} loops)")
+    return Plan(ops=ops, tensors=tensors, edges=edges, loops=loops, **top)
+
+
+def _loops(data: Any) -> list[LoopPlan]:
+    """``plan.loops`` (absent in plans written before tiled loops: none)."""
+    if not isinstance(data, list):
+        raise FormatError(f"plan.loops: expected a list, got {type(data).__name__}")
+    out = []
+    for i, x in enumerate(data):
+        rec = _record(LoopPlan, x, f"plan.loops[{i}]")
+        if rec["tiles"] < 1:
+            raise FormatError(f"plan.loops[{i}].tiles: expected a positive integer, got {rec['tiles']}")
+        if rec["footprint_bytes"] < 0:
+            raise FormatError(f"plan.loops[{i}].footprint_bytes: negative ({rec['footprint_bytes']})")
+        for op, d in rec["op_dims"].items():
+            if not isinstance(d, str):
+                raise FormatError(f"plan.loops[{i}].op_dims.{op}: expected a dim name, got {d!r}")
+        out.append(LoopPlan(**rec))
+    return out

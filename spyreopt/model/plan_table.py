@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def plan_table(plan: Plan) -> str:
-    rows = [("op", "kind", "division", "cores", "stick", "residency", "addr", "pred_us")]
+    rows = [("op", "kind", "division", "cores", "stick", "residency", "loop", "addr", "pred_us")]
     tensors = {t.producer: t for t in plan.tensors}
     for o in plan.ops:
         t = tensors[o.name]
@@ -23,6 +23,7 @@ def plan_table(plan: Plan) -> str:
                 str(o.cores),
                 str(o.stick),
                 o.residency,
+                _loop_cell(plan, o),
                 "-" if t.address is None else str(t.address),
                 f"{o.predicted_us:.3f}",
             )
@@ -37,9 +38,27 @@ def plan_table(plan: Plan) -> str:
     bound = "" if plan.bound_us is None else f"   bound {plan.bound_us:.3f} us"
     lines.append("")
     lines.append(f"edges: {edge_text}")
+    if plan.loops:
+        lines.append("loops:")
+        for n, loop in enumerate(plan.loops):
+            extra = (["accumulates"] if loop.accumulate else []) + (
+                [f"stages {', '.join(loop.staged)}"] if loop.staged else []
+            )
+            lines.append(
+                f"  L{n}: {loop.tiles} tiles over {loop.dim} of {loop.ops[0]}: {', '.join(loop.ops)}; "
+                f"{loop.footprint_bytes} bytes per core per iteration" + "".join(f"; {x}" for x in extra)
+            )
     lines.append(
         f"total {plan.cost_us:.3f} us predicted{bound}   [{plan.backend}, {plan.status}, {plan.solve_seconds:.2f} s]"
     )
     if plan.message:
         lines.append(f"note: {plan.message}")
     return "\n".join(lines)
+
+
+def _loop_cell(plan: Plan, o) -> str:
+    """``L0 d1/8``: the op's loop, the dim it tiles (its own naming) and the tile count; ``-`` outside loops."""
+    if o.loop is None:
+        return "-"
+    loop = plan.loops[o.loop]
+    return f"L{o.loop} {loop.op_dims.get(o.name, '?')}/{loop.tiles}"

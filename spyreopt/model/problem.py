@@ -37,7 +37,18 @@ from spyreopt.model.formulation import Formulation, affine_value
 from spyreopt.model.geometry import LayoutQuantities, edge_quantities, layout_quantities
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
-from spyreopt.model.tables import EdgeTable, OpTable, build_formulation, edge_table, op_table
+from spyreopt.model.tables import EdgeTable, LoopClasses, OpTable, build_formulation, edge_table, op_table
+from spyreopt.model.tiling import (
+    checked_tiled_layout,
+    edge_loop_classes,
+    layout_tiles,
+    loop_residencies,
+    parse_tiling,
+    staged_tensors_of,
+    tile_counts,
+    tiled_layouts,
+    tiling_scope,
+)
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 FORBIDDEN = None
@@ -111,10 +122,12 @@ class Problem:
         coefficients: Coefficients | None = None,
         *,
         max_layouts: int = 6,
-        fixed: dict[str, tuple[tuple[int, ...] | str, int, str]] | None = None,
+        fixed: dict[str, tuple] | None = None,
+        tiling: bool = True,
     ):
-        """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency): those ops get
-        exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned ops)."""
+        """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency[, tiling]): those
+        ops get exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned
+        ops); the optional tiling is (dim name, tile count[, staged tensor names]) or None. ``tiling=False`` plans no tiled loops."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
@@ -128,6 +141,10 @@ class Problem:
         self.fixed = fixed
         self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self._memo: dict = {}
+        refs = [tuple(resolve(graph, x) for x in o.inputs) for o in self.ops]
+        scope = tiling_scope(graph, self.ops, self.hw, refs) if tiling else {}
+        self.tile_scope = {i: d for i, d in scope.items() if not (fixed and self.ops[i].name in fixed)}
+        self.tile_counts = tile_counts(graph, self.ops, self.hw) if self.tile_scope else ()
         self.sig = self._signatures()
         self.cands = self._layouts(max_layouts)
         self.edges = self._edges()
@@ -165,8 +182,9 @@ class Problem:
         ids: dict = {}
         out = []
         for o in self.ops:
-            pin = self.fixed[o.name][:2] if self.fixed and o.name in self.fixed else None
-            out.append(ids.setdefault((op_signature(self.graph, o), pin), len(ids)))
+            pin = (self.fixed[o.name][:2], self._fixed_tiling(o.name)) if self.fixed and o.name in self.fixed else None
+            scope = self.tile_scope.get(self.step[o.name])
+            out.append(ids.setdefault((op_signature(self.graph, o), pin, scope), len(ids)))
         return out
 
     def _layouts(self, max_layouts: int) -> list[OpCandidates]:
@@ -180,9 +198,23 @@ class Problem:
             oc = OpCandidates(self.graph, o, self.hw, self.coef, max_layouts, pin)
             if not oc.layouts:
                 raise GraphError(f"op {o.name!r}: no legal division (span limit {self.hw.span_limit_bytes} bytes per core)")
+            tiled = self._fixed_tiling(o.name) if pin is not None else None
+            if tiled is not None:
+                dim, tiles = parse_tiling(oc, {"dim": tiled[0], "tiles": tiled[1]})
+                staged_names = set(tiled[2]) if len(tiled) > 2 else set()  # the loop's staged tensors
+                staged = bool(staged_names & set(staged_tensors_of(oc, dim)))
+                oc.layouts = [checked_tiled_layout(oc, 0, dim, tiles, staged)]
+            elif self.step[o.name] in self.tile_scope:
+                extra = tiled_layouts(oc, self.tile_scope[self.step[o.name]], self.tile_counts)  # adds aligned ones
+                oc.layouts = oc.layouts + extra
             first[sig] = oc
             out.append(oc)
         return out
+
+    def _fixed_tiling(self, name: str) -> tuple | None:
+        """A fixed op's (factors, stick) and its tiling (dim name, tile count) when it has one."""
+        fixed = self.fixed[name]
+        return tuple(fixed[3]) if len(fixed) > 3 and fixed[3] is not None else None
 
     def _edges(self) -> list[EdgeRef]:
         out = []
@@ -215,11 +247,13 @@ class Problem:
             capacity = self.hw.planner_lx_bytes
             out = []
             for li, lay in enumerate(self.cands[i].layouts):
-                for r in res:
+                for r in res if lay.tile is None else loop_residencies(lay, res):
                     if r != "hbm" and lay.footprint > capacity:
                         continue
                     branches = ("r", "w") if r != "lx" and varying_reads else ("-",)
                     out.extend(Candidate(li, r, b) for b in branches)
+            if not out:
+                raise PlanError(f"op {name!r}: no candidate: residency {list(res)} is not possible inside a loop")
             self._memo[key] = (tuple(out), self._memo.setdefault(("list", tuple(out)), len(self._memo)))
         cands, list_id = self._memo[key]
         out = list(cands)
@@ -285,7 +319,12 @@ class Problem:
             frac = spyre.overlap_fraction(self.coef, self.layout_quantities(e.consumer).stream_bytes)
             v_g1 = self.op_table(e.consumer).g1
             q = self.edge_quantities(k)
-            self._memo[key] = edge_table(self.coef, q, cu, cv, frac, v_g1, self.reads_leaf[e.consumer])
+            pu, pv = self.cands[e.producer], self.cands[e.consumer]
+            loop = None
+            if any(x.tile for x in pu.layouts) or any(x.tile for x in pv.layouts):
+                inner, touched = edge_loop_classes(pu, pv, e.operand)
+                loop = LoopClasses(inner, touched, layout_tiles(pu), layout_tiles(pv))
+            self._memo[key] = edge_table(self.coef, q, cu, cv, frac, v_g1, self.reads_leaf[e.consumer], loop)
         self._edge_tables[k] = (cu, cv, self._memo[key])
         return self._memo[key]
 

@@ -5,18 +5,21 @@ unrestricted Problem, so every restricted plan is a plan of the original
 problem (``plan.validate()`` re-derives it without knowing the restriction),
 and every backend sees the restriction because it is in the Formulation.
 
-* ``pin={op: {"division": {dim: parts, ...}, "residency": "lx" | "hbm" | "lx+hbm"}}``:
+* ``pin={op: {"division": {dim: parts, ...}, "residency": "lx" | "hbm" | "lx+hbm",
+  "tiling": {"dim": name, "tiles": T} | None}}``:
   dims are named as in the plan JSON (``m``, ``n``, ``k``, ``b0``... for
   matmuls, ``b`` when there is one batch dim; ``d0``, ``d1``... otherwise);
   dims not named stay free. ``"lx"`` means on chip (``lx``, or ``lx+hbm`` for a
-  graph output, which is always written back).
+  graph output, which is always written back). ``"tiling"`` runs the op in a loop over ``T`` tiles of that
+  dim (named like the division's), or untiled with ``None``; a pinned loop whose one iteration cannot fit
+  the scratchpad is a PlanError giving the footprint and the capacity.
 * ``forbid``: ``"inplace"`` (nothing stays on chip: every tensor goes through
   device memory), ``"relayout"`` (no on-chip copy between slicings; where the
   cost model would relayout an ``lx+hbm`` tensor rather than re-read its written
   copy, that pair is removed, not turned into a spill), ``"restickify"`` (every
   tensor is read in the stick it is stored in),
-  ``"staging"`` and ``"tiling"`` (nothing to forbid: graph inputs are not
-  staged on chip and no tiled loops are planned yet).
+  ``"tiling"`` (no tiled loops: the plan of the untiled problem), ``"staging"``
+  (nothing to forbid: graph inputs are not staged on chip).
 """
 
 from __future__ import annotations
@@ -40,14 +43,14 @@ from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Candidate, Problem
 from spyreopt.model.tables import EdgeTable, frozen
+from spyreopt.model.tiling import checked_tiled_layout, parse_tiling, tiled_layout
 
 CAPABILITIES = ("inplace", "relayout", "restickify", "staging", "tiling")
 # capabilities the planner does not have yet: forbidding them is accepted and changes nothing
 NOT_PLANNED = {
     "staging": "graph inputs are always read from device memory",
-    "tiling": "no tiled loops are planned yet",
 }
-PIN_KEYS = ("division", "residency")
+PIN_KEYS = ("division", "residency", "tiling")
 PIN_RESIDENCIES = {"hbm": ("hbm",), "lx": ("lx", "lx+hbm"), "lx+hbm": ("lx+hbm",)}
 
 
@@ -80,6 +83,13 @@ class Restriction:
             res = decision.get("residency")
             if res is not None and res not in PIN_RESIDENCIES:
                 raise PlanError(f"pin[{op!r}].residency: {res!r} not one of {sorted(PIN_RESIDENCIES)}")
+            tiling = decision.get("tiling")
+            if "tiling" in decision and tiling is not None:
+                if not isinstance(tiling, Mapping) or set(tiling) != {"dim", "tiles"}:
+                    raise PlanError(f"pin[{op!r}].tiling: expected {{'dim': name, 'tiles': T}} or null, got {tiling!r}")
+                t = tiling["tiles"]
+                if not isinstance(tiling["dim"], str) or isinstance(t, bool) or not isinstance(t, int) or t < 2:
+                    raise PlanError(f"pin[{op!r}].tiling: expected a dim name and an integer tiles >= 2, got {tiling!r}")
             div = decision.get("division", {})
             if not isinstance(div, Mapping):
                 raise PlanError(f"pin[{op!r}].division: expected an object {{dim: parts}}, got {div!r}")
@@ -111,6 +121,7 @@ class RestrictedProblem(Problem):
         *,
         restriction: Restriction,
         max_layouts: int = 6,
+        tiling: bool = True,
     ):
         self.restriction = restriction
         names = {o.name for o in graph.ops.values() if o.kind != "view"}
@@ -119,7 +130,7 @@ class RestrictedProblem(Problem):
                 why = "a view (it has no decisions of its own)" if op in graph.ops else "not an op of the graph"
                 raise PlanError(f"pin: op {op!r} is {why}; pinnable ops: {', '.join(sorted(names))}")
         self._masked: dict[int, tuple[EdgeTable, EdgeTable]] = {}
-        super().__init__(graph, hw, coefficients, max_layouts=max_layouts)
+        super().__init__(graph, hw, coefficients, max_layouts=max_layouts, tiling=tiling)
         self.candidates = [self._restricted(i) for i in range(len(self.ops))]
 
     # ---- layouts and candidates ------------------------------------------------
@@ -127,7 +138,8 @@ class RestrictedProblem(Problem):
         sig = super()._signatures()
         top = max(sig, default=-1)
         for i, o in enumerate(self.ops):
-            if self.restriction.pin.get(o.name, {}).get("division"):
+            pin = self.restriction.pin.get(o.name, {})
+            if pin.get("division") or "tiling" in pin:
                 top += 1
                 sig[i] = top
         return sig
@@ -138,8 +150,13 @@ class RestrictedProblem(Problem):
             division = self.restriction.pin.get(o.name, {}).get("division")
             if division:
                 oc = copy(out[i])
-                oc._sizes = {}  # keyed by layout identity: not shared with the twins whose layouts these replace
+                oc._sizes = {}  # not shared with the twins whose layouts these replace
                 oc.layouts = self._pinned_layouts(oc, self._factor_pin(oc, division))
+                out[i] = oc
+            if self.restriction.pin.get(o.name, {}).get("tiling") is not None:
+                oc = copy(out[i])
+                oc._sizes = {}
+                oc.layouts = pinned_tiled_layouts(oc, self.restriction.pin[o.name]["tiling"])
                 out[i] = oc
         return out
 
@@ -155,6 +172,8 @@ class RestrictedProblem(Problem):
                 )
         if "inplace" in self.restriction.forbid:
             cands = [c for c in cands if c.residency == "hbm"]
+        if "tiling" in pin:
+            cands = self._tiling_pinned(i, cands, pin["tiling"], pin.get("residency"))
         if "residency" in pin:
             allowed = sorted({c.residency for c in cands})
             kept = [c for c in cands if c.residency in PIN_RESIDENCIES[pin["residency"]]]
@@ -162,6 +181,26 @@ class RestrictedProblem(Problem):
                 raise PlanError(self._residency_reason(i, pin["residency"], allowed))
             cands = kept
         return cands
+
+    def _tiling_pinned(self, i: int, cands: list[Candidate], tiling, residency: str | None) -> list[Candidate]:
+        """The candidates with the pinned tiling (None: untiled); PlanError when the pinned loop (with its
+        output on chip if that is pinned too) cannot fit the scratchpad in one iteration."""
+        oc = self.cands[i]
+        want = parse_tiling(oc, tiling)
+        layouts = [lay for lay in oc.layouts if _tiling_of(lay) == want]
+        cap = self.hw.planner_lx_bytes
+        if want is not None and layouts:
+            held = self.layout_quantities(i).held
+            need = [lay.footprint if residency == "lx" else int(held[oc.layouts.index(lay)]) for lay in layouts]
+            if min(need) > cap:
+                raise PlanError(
+                    f"op {oc.op.name!r}: pinned loop of {want[1]} tiles over dim {tiling['dim']!r} needs {min(need)} "
+                    f"bytes per core in one iteration, scratchpad capacity is {cap}"
+                )
+        kept = [c for c in cands if _tiling_of(oc.layouts[c.layout]) == want]
+        if not kept:
+            raise PlanError(f"op {oc.op.name!r}: pinned tiling {tiling} leaves no candidate under the other pins")
+        return kept
 
     def _factor_pin(self, oc: OpCandidates, division: Mapping[str, int]) -> dict[int, int]:
         """Pinned factors by iteration-dim index (``b`` names the only batch dim of a matmul)."""
@@ -261,6 +300,20 @@ class RestrictedProblem(Problem):
         )
 
 
+def _tiling_of(lay: Layout) -> tuple[int, int] | None:
+    return None if lay.tile is None else (lay.tile.dim, lay.tile.tiles)
+
+
+def pinned_tiled_layouts(oc: OpCandidates, tiling: Mapping[str, Any]) -> list[Layout]:
+    """Every legal tiled version of the op's untiled layouts for a pinned tiling, or PlanError saying why none."""
+    dim, tiles = parse_tiling(oc, dict(tiling))
+    bases = [b for b, lay in enumerate(oc.layouts) if lay.tile is None]
+    tiled = [lay for b in bases if (lay := tiled_layout(oc, b, dim, tiles)) is not None]
+    if not tiled:
+        checked_tiled_layout(oc, bases[0], dim, tiles)  # raises PlanError with the rule
+    return [oc.layouts[b] for b in bases] + tiled
+
+
 def load_pin(path: str | Path) -> dict[str, dict[str, Any]]:
     """A pin file (JSON object of op name -> decisions), checked like ``pin=``."""
     try:
@@ -283,9 +336,10 @@ def make_problem(
 ) -> Problem:
     """The Problem of a graph under a restriction (the plain Problem when nothing is restricted)."""
     restriction = Restriction.of(pin, forbid)
+    tiling = "tiling" not in restriction.forbid
     if restriction.empty:
-        return Problem(graph, hw, coefficients)
-    return RestrictedProblem(graph, hw, coefficients, restriction=restriction)
+        return Problem(graph, hw, coefficients, tiling=tiling)
+    return RestrictedProblem(graph, hw, coefficients, restriction=restriction, tiling=tiling)
 
 
 def check_backend(restriction: Restriction, backend: str, baseline: bool) -> None:
@@ -316,6 +370,16 @@ def check_restriction(plan: Plan, restriction: Restriction) -> None:
         resident = [t.name for t in plan.tensors if t.residency != "hbm"]
         if resident:
             raise PlanError(f"forbid inplace: tensor(s) {resident} stay on chip")
+    if "tiling" in forbid and plan.loops:
+        raise PlanError(f"forbid tiling: the plan has {len(plan.loops)} tiled loop(s), first {plan.loops[0].ops}")
+    for name, pin in restriction.pin.items():
+        if "tiling" not in pin:
+            continue
+        op = plan.op(name)
+        got = None if op.loop is None else (plan.loops[op.loop].op_dims[name], plan.loops[op.loop].tiles)
+        want = None if pin["tiling"] is None else (pin["tiling"]["dim"], pin["tiling"]["tiles"])
+        if got != want and not (want and got and want[0] == "b" and got[0] == "b0" and want[1] == got[1]):
+            raise PlanError(f"op {name!r}: pinned tiling {pin['tiling']}, plan has {got}")
     for e in plan.edges:
         if e.mode == "relayout" and "relayout" in forbid or e.restickify and "restickify" in forbid:
             raise PlanError(f"edge {e.producer!r} -> {e.consumer!r}: mode {e.mode!r} uses a forbidden capability")

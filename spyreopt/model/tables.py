@@ -11,7 +11,7 @@ All arithmetic is ``costmodel.spyre``'s, vectorised over candidates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from spyreopt.costmodel.analytic import COST_UNIT_US, mixed_ns
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.model.geometry import LayoutQuantities
+from spyreopt.model.tiling import guard_edges, node_interval
 
 
 def frozen(a: np.ndarray) -> np.ndarray:
@@ -62,7 +63,7 @@ def op_table(
         branch=branch,
     )
     parts = spyre.own_parts(c, q)
-    usage = np.where(residency == 0, 0, lq.footprint[layout])
+    usage = np.where(residency == 0, lq.held[layout], lq.footprint[layout])
     g1 = 1.0 - c.overlap_gamma * parts.fraction
     alt_mem = frozen(spyre.scaled(g1, parts.compute) + parts.mem)
     alt_comp = frozen(parts.compute + spyre.scaled(g1, parts.mem))
@@ -94,6 +95,7 @@ def edge_table(
     v_fraction_by_layout: np.ndarray,
     v_g1: np.ndarray,
     v_reads_leaf: bool,
+    loop: LoopClasses | None = None,
 ) -> EdgeTable:
     ukeys = sorted({(x.layout, x.residency) for x in u_cands})
     row = {k: n for n, k in enumerate(ukeys)}
@@ -102,6 +104,8 @@ def edge_table(
     rows = np.array([k[0] for k in ukeys], dtype=np.int64)
     res = np.array([spyre.RESIDENCIES.index(k[1]) for k in ukeys], dtype=np.int64)
     parts = spyre.edge_parts(c, q, rows, res, 0 if v_reads_leaf else 1)
+    if loop is not None:
+        parts = loop_parts(c, q, parts, rows, res, 0 if v_reads_leaf else 1, loop)
     read = parts.read_bytes.astype(np.float64)  # the consumer's "r" twin charges the turnaround on this read
     mix = spyre.to_ps(mixed_ns(c, read, read, v_fraction_by_layout[None, :]))
     r_twin = np.array([x.branch == "r" for x in v_cands], dtype=bool)
@@ -115,15 +119,47 @@ def edge_table(
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class LoopClasses:
+    """An edge's tiling relations over (producer layout, consumer layout): see ``tiling.edge_loop_classes``."""
+
+    inner: np.ndarray  # bool: both ends tile the tensor's same dim with the same count (on chip allowed)
+    touched: np.ndarray  # bool: some end is tiled
+    tiles_u: np.ndarray  # per producer layout, its tile count (0: untiled)
+    tiles_v: np.ndarray  # per consumer layout
+
+
+def loop_parts(
+    c: Coefficients, q: spyre.EdgeQuantities, parts: spyre.EdgeParts, rows, res, streams, loop: LoopClasses
+) -> spyre.EdgeParts:
+    """The edge's modes under the loop rules: an edge touching a tiled op stays on chip only inside a loop
+    (then its copy is one tile) and otherwise goes through device memory; no restickify touches a loop; a
+    loop's device-memory output feeds no op of the same tile count (it ends its loop)."""
+    none = np.zeros_like(q.inplace)
+    device = spyre.edge_parts(c, replace(q, inplace=none, relayout_legal=none), rows, res, streams)
+    inner, touched = loop.inner[rows], loop.touched[rows]
+    boundary = touched & ~inner
+    pick = {f: np.where(boundary, getattr(device, f), getattr(parts, f)) for f in vars(parts)}
+    mode = pick["mode"]
+    tu = loop.tiles_u[rows][:, None]
+    cut = touched & (mode == spyre.RESTICKIFY)
+    cut |= (tu > 0) & (res[:, None] == 0) & (tu == loop.tiles_v[None, :])
+    pick["mode"] = np.where(cut, spyre.FORBIDDEN, mode)
+    tiles = np.maximum(loop.tiles_v, 1)[None, :]
+    pick["copy"] = np.where(inner, pick["copy"] // tiles, pick["copy"])
+    return spyre.EdgeParts(**pick)
+
+
 def build_formulation(problem) -> Formulation:
     """The Problem's Formulation: a node per op, an edge per producer->consumer operand, a max term per op."""
     nodes, edges = [], []
     tables = [problem.op_table(i) for i in range(len(problem.ops))]
     for i, (o, t) in enumerate(zip(problem.ops, tables)):
-        nodes.append(Node(o.name, t.additive, t.usage, (i, problem.last_use[i] + 1)))
+        nodes.append(Node(o.name, t.additive, t.usage, node_interval(problem, i)))
     etabs = [problem.edge_table(k) for k in range(len(problem.edges))]
     for e, t in zip(problem.edges, etabs):
         edges.append(Edge(e.producer, e.consumer, t.extra, t.allowed, t.copy, (e.consumer, e.consumer + 1)))
+    edges.extend(guard_edges(problem))
     terms = []
     for i, t in enumerate(tables):
         incoming = problem.in_edges[i]

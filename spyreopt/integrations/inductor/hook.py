@@ -72,8 +72,9 @@ class Session:
         start = time.perf_counter()
         try:
             record.plan = solve(
-                record.graph, backend=o.backend, time_limit=o.time_limit, seed=o.seed, hardware=o.hardware
-            )
+                record.graph, backend=o.backend, time_limit=o.time_limit, seed=o.seed, hardware=o.hardware,
+                forbid=o.forbid,
+            )  # fmt: skip
         except Exception as exc:  # noqa: BLE001
             record.error = f"solve failed: {type(exc).__name__}: {exc}"
         record.solve_seconds = time.perf_counter() - start

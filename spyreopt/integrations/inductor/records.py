@@ -10,6 +10,7 @@ from spyreopt.errors import SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
+from spyreopt.model.restrict import CAPABILITIES
 from spyreopt.solvers import registry
 
 MODES = ("full", "analysis")
@@ -21,6 +22,8 @@ class Options:
 
     ``mode``: "full" lets Inductor generate and run code; "analysis" captures and plans,
     then runs the program eagerly (no code generation). ``solve=False`` only translates.
+    ``forbid`` names capabilities the planner may not use, as ``so.solve(forbid=...)`` does
+    (``("tiling",)`` plans every graph without tiled loops).
     """
 
     backend: str = "greedy"
@@ -29,6 +32,7 @@ class Options:
     mode: str = "full"
     solve: bool = True
     hardware: HardwareSpec | None = None
+    forbid: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, options: dict[str, Any] | None) -> Options:
@@ -37,13 +41,18 @@ class Options:
         unknown = sorted(set(options) - known)
         if unknown:
             raise SolverError(f"spyreopt inductor options: unknown {unknown}; known: {sorted(known)}")
-        opts = cls(**options)
+        if isinstance(options.get("forbid"), str):
+            options["forbid"] = (options["forbid"],)
+        opts = cls(**{**options, "forbid": tuple(options.get("forbid", ()))})
         if opts.mode not in MODES:
             raise SolverError(f"spyreopt inductor options: mode {opts.mode!r}; known: {list(MODES)}")
         if opts.backend not in registry.names():
             raise SolverError(f"spyreopt inductor options: unknown backend {opts.backend!r}; known: {registry.names()}")
         if not opts.time_limit > 0:
             raise SolverError(f"spyreopt inductor options: time_limit must be > 0, got {opts.time_limit}")
+        bad = sorted(set(opts.forbid) - set(CAPABILITIES))
+        if bad:
+            raise SolverError(f"spyreopt inductor options: cannot forbid {bad}; capabilities: {list(CAPABILITIES)}")
         return opts
 
 
@@ -74,13 +83,31 @@ class CapturedGraph:
     def ok(self) -> bool:
         return self.error is None and (self.plan is not None or not self.options.solve)
 
+    @property
+    def loops(self) -> list[dict[str, Any]]:
+        """The plan's tiled loops, each with the Inductor buffers its ops come from (empty without a plan)."""
+        if self.plan is None:
+            return []
+        return [
+            {"ops": list(lp.ops), "buffers": sorted({self.op_buffer.get(o, o) for o in lp.ops}), "dim": lp.dim,
+             "op_dims": dict(lp.op_dims), "tiles": lp.tiles, "footprint_bytes": lp.footprint_bytes,
+             "staged": list(lp.staged), "accumulate": lp.accumulate}
+            for lp in self.plan.loops
+        ]  # fmt: skip
+
     def summary(self) -> str:
         head = f"{self.name} [{self.kind}]"
         if self.error:
             return f"{head}: FAILED: {self.error}"
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         cost = f", predicted {self.plan.cost_us:.2f} us ({self.plan.status})" if self.plan else ""
-        return f"{head}: {counts}{cost}"
+        loops = "".join(
+            f"; loop {i}: {len(lp['ops'])} ops {lp['ops'][0]}..{lp['ops'][-1]} over {lp['dim']} in {lp['tiles']} "
+            f"tiles, {lp['footprint_bytes']} B/core{', accumulating' if lp['accumulate'] else ''}"
+            f"{', staged ' + ', '.join(lp['staged']) if lp['staged'] else ''}"
+            for i, lp in enumerate(self.loops)
+        )
+        return f"{head}: {counts}{cost}{loops}"
 
 
 _LOG: list[CapturedGraph] = []

@@ -1,0 +1,387 @@
+"""Tiled loops in the candidate space: which ops may tile, their tiled layouts, the pair rules, the loops.
+
+The loop decision is part of each op's candidate: a layout may carry a ``Tile``
+(iteration dim, tile count). Nothing else in the Formulation knows about loops:
+
+* a tiled layout's quantities are those of its op run ``T`` times on a tile
+  (``costmodel.loops``); its output footprint is one tile (or, tiled over a
+  matmul's k, the whole output slice: the accumulator);
+* its output is ``lx`` (every consumer in the same loop) or ``hbm`` (the loop's
+  output, written per tile); an accumulator only ``hbm`` (written once);
+* an edge stays on chip (in place or relayout of the tile slices) only when both
+  ends tile the same tensor dim with the same ``T``; any other edge touching a
+  tiled op goes through device memory, and never restickifies;
+* guard pairs make loops contiguous runs of the schedule: a tiled ``lx`` op
+  forces every op up to its last consumer into its tile count, and a tiled
+  ``hbm`` op ends its run (the next op does not share its tile count), as does
+  an edge from a tiled ``hbm`` op to a consumer of the same tile count;
+* an accumulator lives across iterations, so its buffer's interval starts at the
+  first op that can share its loop.
+
+A loop of the decoded plan is then a maximal run of consecutive ops tiled with
+the same ``T``; the rules above make it connected by on-chip edges, with every
+inner edge on chip and every edge in or out through device memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from spyreopt.costmodel import loops as cl
+from spyreopt.errors import PlanError
+from spyreopt.model.candidates import Layout, OpCandidates
+from spyreopt.model.formulation import Edge
+from spyreopt.model.plan import LoopPlan
+from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
+
+KEEP_PER_TILING = 1  # layouts kept per (dim, tile count, staged) besides the aligned ones: the fastest alone
+LARGE_FRACTION = 0.5  # an op is large when its output, split over every core, exceeds this much of the scratchpad
+TILE_TARGET = 0.25  # the tile counts searched centre on one tile of a large output taking this much of it
+
+
+def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout | None:
+    """Layout ``base`` of ``oc`` run over ``tiles`` tiles of iteration dim ``dim`` (None when illegal, or
+    ``staged`` without an operand to stage)."""
+    lay = oc.layouts[base]
+    if tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles):
+        return None
+    if staged and not invariant_operands(oc, dim):
+        return None
+    return _tiled(oc, lay, base, dim, tiles, staged)
+
+
+def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout:
+    """As ``tiled_layout``, or PlanError naming the op and the rule."""
+    lay = oc.layouts[base]
+    why = tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles)
+    if staged and not invariant_operands(oc, dim):
+        why = "no operand is the same for every tile: nothing to stage"
+    if why:
+        raise PlanError(f"op {oc.op.name!r}: {tiles} tiles of dim {oc.space.dims[dim]}: {why}")
+    return _tiled(oc, lay, base, dim, tiles, staged)
+
+
+def invariant_operands(oc: OpCandidates, dim: int) -> list[int]:
+    """Operands without the tiled dim: the same for every tile."""
+    return [j for j, m in enumerate(oc.space.operand_maps) if dim not in m]
+
+
+def staged_tensors_of(oc: OpCandidates, dim: int) -> list[str]:
+    """The tensors a layout tiled over ``dim`` would stage (base tensors, views resolved)."""
+    return sorted({oc.refs[j].base for j in invariant_operands(oc, dim)})
+
+
+def staged_tensors(oc: OpCandidates, lay: Layout) -> list[str]:
+    """The tensors a staged layout loads on chip once."""
+    return staged_tensors_of(oc, lay.tile.dim) if lay.tile is not None and lay.tile.staged else []
+
+
+def _staged_parts(oc: OpCandidates, lay: Layout, dim: int) -> tuple[tuple[str, int], ...]:
+    """Per staged tensor, the largest slice a core reads of it (in its required stick, else as stored)."""
+    parts: dict[str, int] = {}
+    for j in invariant_operands(oc, dim):
+        base = oc.refs[j].base
+        stick = lay.required[j] if lay.required[j] is not None else len(oc.g.tensors[base].shape) - 1
+        parts[base] = max(parts.get(base, 0), oc.max_read_bytes(lay, j, stick))
+    return tuple(sorted(parts.items()))
+
+
+def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, staged: bool) -> Layout:
+    c, space = oc.coef, oc.space
+    acc = space.reduction[dim]
+    matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
+    rows_tiled = matmul and dim == len(space.dims) - 3
+    compute = float(cl.tiled_compute_ns(c, matmul, work, rows, trans, sred, tiles, rows_tiled))
+    if acc:
+        compute += float(cl.accumulate_ns(c, lay.footprint // oc.out.elem_bytes, tiles))
+    overhead = lay.psum_ns + float(cl.iteration_ns(c, tiles, len(oc.refs) + 1))
+    tile = lay.footprint if acc else lay.footprint // tiles
+    held = _staged_parts(oc, lay, dim) if staged else ()
+    return replace(
+        lay,
+        compute_ns=compute,
+        psum_ns=overhead,
+        footprint=tile + sum(b for _, b in held),  # the stream (so the overlap) is the untiled one: double buffered
+        tile=Tile(dim, tiles, base, acc, staged, tile, held),
+    )
+
+
+# ---- which ops tile, and over what -------------------------------------------------------------
+def large_tensors(graph, ops, hw, refs) -> set[str]:
+    """Intermediates (outputs some op reads) that, split over every core, take more than ``LARGE_FRACTION``
+    of a scratchpad: only these are worth keeping on chip a tile at a time."""
+    limit = LARGE_FRACTION * hw.planner_lx_bytes
+    read = {r.base for rs in refs for r in rs}
+    return {o.output for o in ops if o.output in read and graph.tensors[o.output].nbytes / hw.cores > limit}
+
+
+def tiling_scope(graph, ops, hw, refs) -> dict[int, tuple[int, ...]]:
+    """Op index -> the iteration dims it may tile: ops with a large output, and ops reading one (so the large
+    tensor can stay on chip between them); a matmul's k only when it reads a large operand along k."""
+    from spyreopt.model.opspace import op_space
+
+    large = large_tensors(graph, ops, hw, refs)
+    out: dict[int, tuple[int, ...]] = {}
+    for i, o in enumerate(ops):
+        if o.kind == "reshape":
+            continue
+        reads = [j for j, r in enumerate(refs[i]) if r.base in large]
+        if o.output not in large and not reads:
+            continue
+        space = op_space(graph, o)
+        dims = []
+        for d, (e, red) in enumerate(zip(space.extents, space.reduction)):
+            if e < 2:
+                continue
+            if red and not (o.kind == "matmul" and any(d in space.operand_maps[j] for j in reads)):
+                continue
+            dims.append(d)
+        if dims:
+            out[i] = tuple(dims)
+    return out
+
+
+def tile_counts(graph, ops, hw) -> tuple[int, ...]:
+    """The tile counts searched: around the count that brings one tile of the largest output to
+    ``TILE_TARGET`` of the scratchpad (a few powers of two, so the candidate count stays small)."""
+    biggest = max((graph.tensors[o.output].nbytes for o in ops), default=0)
+    per_core = biggest / hw.cores
+    need = next((t for t in TILE_COUNTS if per_core / t <= TILE_TARGET * hw.planner_lx_bytes), TILE_COUNTS[-1])
+    return tuple(t for t in TILE_COUNTS if need // 2 <= t <= need * 2)
+
+
+def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
+    """Per (dim, tile count, staged or not), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone, and
+    every legal tiled layout of a division putting all cores on one dim: the divisions ops of one loop
+    share, so that its tiles pass in place."""
+    bases = [b for b, lay in enumerate(oc.layouts) if lay.tile is None]
+    aligned = set()
+    for lay in aligned_layouts(oc):
+        if lay not in oc.layouts:
+            oc.layouts.append(lay)
+        aligned.add(oc.layouts.index(lay))
+    out: list[Layout] = []
+    for dim in dims:
+        for tiles in counts:
+            for staged in (False, True):
+                found = [
+                    (b in aligned, lay)
+                    for b in sorted(set(bases) | aligned)
+                    if (lay := tiled_layout(oc, b, dim, tiles, staged)) is not None
+                    and lay.tile.staged_bytes <= oc.hw.planner_lx_bytes
+                ]
+                found.sort(key=lambda x: (round(oc._isolated_ns(x[1]), 6), x[1].division.factors, x[1].stick))
+                out.extend(lay for k, (pure, lay) in enumerate(found) if pure or k < KEEP_PER_TILING)
+    return out
+
+
+def aligned_layouts(oc: OpCandidates) -> list[Layout]:
+    """Untiled layouts with every core on one iteration dim (each output stick dim the op allows)."""
+    out = []
+    sticks = sorted({lay.stick for lay in oc.layouts})
+    for d in range(len(oc.space.dims)):
+        factors = [1] * len(oc.space.dims)
+        factors[d] = oc.hw.cores
+        for stick in sticks:
+            try:
+                out.append(oc.checked_layout(tuple(factors), stick))
+            except PlanError:
+                continue
+    return out
+
+
+def loop_residencies(lay: Layout, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A tiled op's output: ``lx`` (read only inside its loop) or ``hbm`` (written per tile); an accumulator
+    is written once after the last tile."""
+    keep = ("hbm",) if lay.tile is not None and lay.tile.accumulate else ("hbm", "lx")
+    return tuple(r for r in allowed if r in keep)
+
+
+# ---- pair rules ----------------------------------------------------------------------------------
+def output_tile_dim(oc: OpCandidates, lay: Layout) -> int | None:
+    """The output tensor dim a tiled layout's tile runs along (None: untiled, or an accumulator)."""
+    if lay.tile is None or lay.tile.accumulate:
+        return None
+    return oc.space.output_map.index(lay.tile.dim)
+
+
+def operand_tile_dim(oc: OpCandidates, lay: Layout, j: int) -> int | None:
+    """The base tensor dim of operand j a tiled layout's tile runs along (None: untiled, or invariant)."""
+    if lay.tile is None or lay.tile.dim not in oc.space.operand_maps[j]:
+        return None
+    return oc.refs[j].perm[oc.space.operand_maps[j].index(lay.tile.dim)]
+
+
+def layout_tiles(oc: OpCandidates) -> np.ndarray:
+    """Per layout its tile count (0: untiled)."""
+    return np.array([0 if lay.tile is None else lay.tile.tiles for lay in oc.layouts], dtype=np.int64)
+
+
+def edge_loop_classes(prod: OpCandidates, cons: OpCandidates, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """Over (producer layout, consumer layout): ``inner`` (both tile the edge's tensor dim with the same
+    count: one tile per iteration, on chip allowed) and ``touched`` (some end is tiled: device memory only
+    unless inner)."""
+    tu, tv = layout_tiles(prod), layout_tiles(cons)
+    du = np.array([-1 if (d := output_tile_dim(prod, x)) is None else d for x in prod.layouts])
+    dv = np.array([-1 if (d := operand_tile_dim(cons, x, j)) is None else d for x in cons.layouts])
+    inner = (tu[:, None] > 0) & (tu[:, None] == tv[None, :]) & (du[:, None] >= 0) & (du[:, None] == dv[None, :])
+    touched = (tu[:, None] > 0) | (tv[None, :] > 0)
+    return inner, touched
+
+
+def candidate_tiles(problem, i: int) -> np.ndarray:
+    """Per candidate of op i its tile count (0: untiled)."""
+    tiles = layout_tiles(problem.cands[i])
+    return np.array([tiles[c.layout] for c in problem.candidates[i]], dtype=np.int64)
+
+
+def guard_edges(problem) -> list[Edge]:
+    """Zero-cost pairs that keep loops contiguous: a tiled ``lx`` op p forces every op in
+    (p, last use of p] to its tile count; a tiled ``hbm`` op forbids its count to the next op. Pairs along a
+    graph edge are already held by the edge's table."""
+    out = []
+    consumers = [{problem.edges[k].consumer for k in ks} for ks in problem.out_edges]
+    tiles = [candidate_tiles(problem, i) for i in range(len(problem.ops))]
+    for p in range(len(problem.ops)):
+        tp = tiles[p]
+        if not tp.any():
+            continue
+        res = np.array([c.residency for c in problem.candidates[p]])
+        for x in range(p + 1, max(problem.last_use[p], p + 1) + 1):
+            if x >= len(problem.ops) or x in consumers[p]:
+                continue
+            bad = np.zeros((len(tp), len(tiles[x])), dtype=bool)
+            if x <= problem.last_use[p]:
+                bad |= ((tp > 0) & (res == "lx"))[:, None] & (tp[:, None] != tiles[x][None, :])
+            if x == p + 1:
+                bad |= ((tp > 0) & (res == "hbm"))[:, None] & (tp[:, None] == tiles[x][None, :])
+            if bad.any():
+                zero = np.zeros(bad.shape, dtype=np.int64)
+                out.append(Edge(p, x, zero, ~bad))
+    return out + _staging_guards(problem, tiles, consumers, {(e.u, e.v) for e in out})
+
+
+def _staging_guards(problem, tiles, consumers, taken) -> list[Edge]:
+    """Two ops of one tile count reading the same tensor, the same for every tile, both stage it or neither
+    (a loop stages a tensor once, for every op reading it)."""
+    out = []
+    readers: dict[str, list[int]] = {}
+    for i, oc in enumerate(problem.cands):
+        if tiles[i].any():
+            for name in {r.base for r in oc.refs}:
+                readers.setdefault(name, []).append(i)
+    pairs = sorted({(a, b) for ops in readers.values() for a in ops for b in ops if a < b})
+    for a, b in pairs:
+        if (a, b) in taken or b in consumers[a]:
+            continue
+        ia, ib = _staging_of(problem, a), _staging_of(problem, b)
+        bad = np.zeros((len(ia), len(ib)), dtype=bool)
+        for x, (ta, inv_a, st_a) in enumerate(ia):
+            for y, (tb, inv_b, st_b) in enumerate(ib):
+                bad[x, y] = ta > 0 and ta == tb and st_a != st_b and bool(inv_a & inv_b)
+        if bad.any():
+            out.append(Edge(a, b, np.zeros(bad.shape, dtype=np.int64), ~bad))
+    return out
+
+
+def _staging_of(problem, i: int) -> list[tuple[int, frozenset, bool]]:
+    """Per candidate of op i: (tile count, tensors the same for every tile, staged)."""
+    oc = problem.cands[i]
+    per_layout = []
+    for lay in oc.layouts:
+        if lay.tile is None:
+            per_layout.append((0, frozenset(), False))
+        else:
+            per_layout.append((lay.tile.tiles, frozenset(staged_tensors_of(oc, lay.tile.dim)), lay.tile.staged))
+    return [per_layout[c.layout] for c in problem.candidates[i]]
+
+
+def node_interval(problem, i: int) -> tuple[int, int]:
+    """Op i's buffer interval: producer to last use, widened to every op that can share its loop when one
+    of its candidates holds a buffer across iterations (an accumulator, staged operands)."""
+    lo, hi = i, problem.last_use[i]
+    if any(lay.tile is not None and lay.tile.staged_bytes + lay.tile.accumulate for lay in problem.cands[i].layouts):
+        while lo > 0 and candidate_tiles(problem, lo - 1).any():
+            lo -= 1
+        last = i
+        while last + 1 < len(problem.ops) and candidate_tiles(problem, last + 1).any():
+            last += 1
+        hi = max(hi, last)
+    return lo, hi + 1
+
+
+# ---- the loops of an assignment ------------------------------------------------------------------
+def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list[int | None]]:
+    """Maximal runs of consecutive ops tiled with the same count, and each op's loop index."""
+    tiles = [problem.layout(i, s).tile for i, s in enumerate(assignment)]
+    loops: list[LoopPlan] = []
+    of: list[int | None] = [None] * len(tiles)
+    i = 0
+    while i < len(tiles):
+        if tiles[i] is None:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(tiles) and tiles[j + 1] is not None and tiles[j + 1].tiles == tiles[i].tiles:
+            j += 1
+        members = list(range(i, j + 1))
+        names = [problem.ops[x].name for x in members]
+        dims = {problem.ops[x].name: problem.cands[x].space.dims[tiles[x].dim] for x in members}
+        staged = sorted(
+            {t for x in members for t in staged_tensors(problem.cands[x], problem.layout(x, assignment[x]))}
+        )
+        for x in members:
+            of[x] = len(loops)
+        loops.append(
+            LoopPlan(
+                ops=names,
+                dim=dims[names[0]],
+                op_dims=dims,
+                tiles=tiles[i].tiles,
+                footprint_bytes=loop_footprint(problem, assignment, formulation, members),
+                staged=staged,
+                accumulate=any(tiles[x].accumulate for x in members),
+            )
+        )
+        i = j + 1
+    return loops, of
+
+
+def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
+    """Per core, the peak over the loop's ops of the tiles live there (an ``lx`` output from its producer to
+    its last consumer) and the copies made there, plus what lives across iterations: accumulators and
+    staged operands."""
+    across, tiles, staged = 0, [], {}
+    for x in members:
+        t = problem.layout(x, assignment[x]).tile
+        across += t.tile_bytes if t.accumulate else 0
+        for name, size in t.staged_parts:  # ops staging the same tensor share its one copy
+            staged[name] = max(staged.get(name, 0), size)
+        if problem.candidates[x][assignment[x]].residency == "lx":
+            tiles.append((x, problem.last_use[x], t.tile_bytes))
+    copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
+    peak = 0
+    for step in members:
+        live = sum(size for x, last, size in tiles if x <= step <= last)
+        live += sum(size for lower, size in copies if lower == step)
+        peak = max(peak, live)
+    return across + sum(staged.values()) + peak
+
+
+def parse_tiling(oc: OpCandidates, spec) -> tuple[int, int] | None:
+    """A pinned tiling ``{"dim": name, "tiles": T}`` (or None: untiled) as (iteration dim index, T)."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"dim", "tiles"}:
+        raise PlanError(f"op {oc.op.name!r}: tiling pin must be {{'dim': name, 'tiles': T}} or null, got {spec!r}")
+    dims = oc.space.dims
+    batch = [d for d in dims if d.startswith("b")]
+    name = batch[0] if spec["dim"] == "b" and len(batch) == 1 else spec["dim"]
+    if name not in dims:
+        raise PlanError(f"op {oc.op.name!r}: tiling pin names dim {spec['dim']!r}; its dims are {', '.join(dims)}")
+    t = spec["tiles"]
+    if isinstance(t, bool) or not isinstance(t, int) or t < 2:
+        raise PlanError(f"op {oc.op.name!r}: tiling pin needs an integer tile count >= 2, got {t!r}")
+    return dims.index(name), t

@@ -214,7 +214,7 @@ def test_dma_requests_match_the_simulators_count():
 
 
 def _brute_force_links(prod_lay, reads, tensor):
-    load = {}
+    load, ingress = {}, {}
     hops = 0
     for c, box in reads:
         for o, obox in prod_lay.owner_boxes.items():
@@ -224,9 +224,10 @@ def _brute_force_links(prod_lay, reads, tensor):
             nbytes = box_padded_bytes(part, prod_lay.stick, tensor.elem_bytes, HW.stick_bytes)
             path = ring_path(o, c, HW.cores)
             hops = max(hops, len(path))
+            ingress[c] = ingress.get(c, 0) + nbytes
             for link in path:
                 load[link] = load.get(link, 0) + nbytes
-    return max(load.values(), default=0), hops
+    return max(load.values(), default=0), hops, max(ingress.values(), default=0)
 
 
 @pytest.mark.parametrize("shape", [(256, 512), (64, 4096), (32, 256), (4, 16, 128)])

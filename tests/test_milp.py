@@ -273,7 +273,8 @@ def test_swiglu_prefill_both_exact_backends_agree_at_the_cheaper_plan():
     for plan in plans.values():
         plan.validate()
         assert plan.status == "optimal" and plan.bound_us == plan.cost_us
-    assert plans["milp"].cost_us == plans["cpsat"].cost_us == pytest.approx(3738.835014)
+    # 3,738.84 µs under the simulator-only coefficients; 2,750.03 µs since the joint fit with the device rows
+    assert plans["milp"].cost_us == plans["cpsat"].cost_us == pytest.approx(2750.033318)
     assert plans["milp"].cost_us < start.cost_us
 
 

@@ -141,3 +141,21 @@ def test_relayout_charges_the_bytes_a_core_takes_in_from_others():
     ea = analyse_edge(prod.layouts[0], cons, cons.layouts[0], 0, g.tensors[y], hw, C)
     assert ea.copy_bytes == 1024 * 128 * 2
     assert ea.ingress_bytes == ea.copy_bytes * 7 // 8
+
+
+def test_a_lone_cores_write_adds_no_time_in_the_model():
+    """The model's side of the lone core: the write streams while the op reads, so only the reads are memory
+    time; on several cores the write is charged as before."""
+    import spyreopt as so
+    from spyreopt.model.problem import Problem
+
+    g = so.Graph("w")
+    g.output(g.pointwise("exp", g.input("x", (256, 1024)), name="e"))
+    one = Problem(g, so.HardwareSpec(cores=1), fixed={"e": ((1, 1), 1, "hbm")})
+    many = Problem(g, so.HardwareSpec(), fixed={"e": ((32, 1), 1, "hbm")})
+    c, nbytes = one.coef, 256 * 1024 * 2
+    u = one.unary_parts(0, 0)
+    assert u.leaf_bytes == nbytes
+    assert u.mem * 1e-3 == pytest.approx(float(cm.read_ns(c, nbytes, 0, 1)), abs=0.002)  # no requests, no write
+    spread = many.unary_parts(0, 0)
+    assert spread.mem * 1e-3 > float(cm.read_ns(c, nbytes, 0, 1)) + nbytes / c.hbm_bytes_per_ns

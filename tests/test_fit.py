@@ -121,6 +121,19 @@ def test_holdout_split_is_deterministic_and_per_family(simulated):
         F.split(simulated, 1.0, seed=0)
 
 
+def test_device_rows_have_their_own_holdout(simulated):
+    """``device_holdout=0``: every published row trains the fit; the simulator families keep their split."""
+    dev = [smp.Sample(replace(s.config, family=F.DEVICE_PREFIX + "x"), s.measured_us) for s in simulated[:10]]
+    samples = simulated + dev
+    train, test = F.split(samples, 0.3, seed=4, device_holdout=0.0)
+    assert all(n in train for n in range(len(simulated), len(samples)))
+    assert [n for n in test if n < len(simulated)] == F.split(simulated, 0.3, seed=4)[1]
+    _, held = F.split(samples, 0.3, seed=4)
+    assert sum(n >= len(simulated) for n in held) == 3
+    with pytest.raises(ValueError, match="holdout"):
+        F.split(samples, 0.3, seed=0, device_holdout=1.0)
+
+
 def test_fit_is_deterministic_and_scores_held_out(simulated):
     a = F.fit(simulated, holdout=0.3, seed=2)
     b = F.fit(simulated, holdout=0.3, seed=2)
@@ -214,7 +227,7 @@ def test_dma_requests_match_the_simulators_count():
 
 
 def _brute_force_links(prod_lay, reads, tensor):
-    load = {}
+    load, ingress = {}, {}
     hops = 0
     for c, box in reads:
         for o, obox in prod_lay.owner_boxes.items():
@@ -224,9 +237,10 @@ def _brute_force_links(prod_lay, reads, tensor):
             nbytes = box_padded_bytes(part, prod_lay.stick, tensor.elem_bytes, HW.stick_bytes)
             path = ring_path(o, c, HW.cores)
             hops = max(hops, len(path))
+            ingress[c] = ingress.get(c, 0) + nbytes
             for link in path:
                 load[link] = load.get(link, 0) + nbytes
-    return max(load.values(), default=0), hops
+    return max(load.values(), default=0), hops, max(ingress.values(), default=0)
 
 
 @pytest.mark.parametrize("shape", [(256, 512), (64, 4096), (32, 256), (4, 16, 128)])

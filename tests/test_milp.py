@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import spyreopt as so
+from spyreopt.calibrate.sampling import reference_coefficients
 from spyreopt.errors import SolverError
 from spyreopt.formats.iopddl import load_iopddl
 from spyreopt.model.formulation import Edge, Formulation, Node, Placement, Solution
@@ -267,13 +268,15 @@ def test_swiglu_prefill_both_exact_backends_agree_at_the_cheaper_plan():
     while CP-SAT's valid plan costs 3,738.84 µs. Raw picosecond times as epigraph coefficients made HiGHS declare
     the root LP infeasible, which with a MIP start reads as "the start is optimal"."""
     g = so.workloads.get("swiglu", tokens=512, d_model=4096, d_ff=14336)
-    problem = so.Problem(g)
+    # the public figures, not the shipped fit: under them the greedy start (3,511.03 µs) is far from the optimum,
+    # which is what this test needs whatever the shipped coefficients become
+    problem = so.Problem(g, coefficients=reference_coefficients())
     plans = {b: so.solve(problem, backend=b, time_limit=60, seed=0) for b in ("cpsat", "milp")}
     start = so.solve(problem, backend="greedy", seed=0)
     for plan in plans.values():
         plan.validate()
         assert plan.status == "optimal" and plan.bound_us == plan.cost_us
-    assert plans["milp"].cost_us == plans["cpsat"].cost_us == pytest.approx(3738.835014)
+    assert plans["milp"].cost_us == plans["cpsat"].cost_us == pytest.approx(2756.834585)
     assert plans["milp"].cost_us < start.cost_us
 
 

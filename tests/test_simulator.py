@@ -14,7 +14,7 @@ import spyreopt as so
 from spyreopt.errors import PlanError
 from spyreopt.fixed import plan_for, simulate_op
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring, share_device_memory
-from spyreopt.hw.sim_machine import Machine
+from spyreopt.hw.sim_machine import Machine, SimParams
 from spyreopt.hw.simulator import PHASES, simulate
 
 HW = so.HardwareSpec()
@@ -53,8 +53,9 @@ def test_every_greedy_plan_simulates_consistently(name):
     peak = max(r.peak_lx_bytes)
     assert peak <= HW.planner_lx_bytes
     assert peak >= max(resident, default=0)  # the simulator saw the biggest buffer itself
-    # the fitted cost model tracks this machine: measured 0.978 (swiglu) to 1.118 (transformer_block)
-    assert 0.93 < r.time_us / p.cost_us < 1.15
+    # the fitted cost model tracks this machine: measured 0.905 (sdpa, whose sub-µs ops pay the per-op overhead the
+    # published device rows fit) to 1.069 (relayout)
+    assert 0.88 < r.time_us / p.cost_us < 1.15
 
 
 @cache
@@ -270,9 +271,11 @@ def test_device_memory_one_way_balanced_and_short_requests():
 def test_one_core_is_limited_by_requests_in_flight():
     one = run_pipeline([CoreJob(0, read_bytes=1 << 20, read_requests=(1 << 20) // M.burst_bytes)], M)
     cap = HW.dma_max_inflight * M.burst_bytes / M.params.dma_latency_ns
-    assert one.time_ns >= (1 << 20) / min(cap, HW.hbm_gbps_effective)
-    many = run_pipeline([CoreJob(c, read_bytes=1 << 15, read_requests=8) for c in range(32)], M)
-    assert many.time_ns < one.time_ns  # same bytes over 32 cores: the shared bandwidth, not one DMA, binds
+    assert one.time_ns >= (1 << 20) / min(cap, HW.hbm_gbps_peak)  # a lone core: no other core's requests between
+    short = run_pipeline([CoreJob(0, read_bytes=1 << 20, read_requests=(1 << 20) // HW.stick_bytes)], M)
+    assert short.time_ns >= (1 << 20) / (HW.dma_max_inflight * HW.stick_bytes / M.params.dma_latency_ns)
+    many = run_pipeline([CoreJob(c, read_bytes=1 << 15, read_requests=256) for c in range(32)], M)
+    assert many.time_ns < short.time_ns  # same short requests over 32 cores: the shared bandwidth, not one DMA
 
 
 def test_double_buffering_overlaps_memory_and_compute():
@@ -290,8 +293,10 @@ def test_ring_hops_direction_and_contention():
     far = run_ring([RingTransfer(0, 16, nb, nb // M.burst_bytes)], M)
     assert far > near
     assert run_ring([RingTransfer(0, 31, nb, 16)], M) == pytest.approx(near)  # the short way round
-    shared = run_ring([RingTransfer(0, 2, nb, 16), RingTransfer(1, 3, nb, 16)], M)  # both use link 1->2
-    apart = run_ring([RingTransfer(0, 2, nb, 16), RingTransfer(3, 1, nb, 16)], M)  # opposite directions
+    wide = Machine(HW, SimParams(core_ingress_gbps=1e4))  # links, not each core's ingress, bind
+    near = run_ring([RingTransfer(0, 1, nb, nb // M.burst_bytes)], wide)
+    shared = run_ring([RingTransfer(0, 2, nb, 16), RingTransfer(1, 3, nb, 16)], wide)  # both use link 1->2
+    apart = run_ring([RingTransfer(0, 2, nb, 16), RingTransfer(3, 1, nb, 16)], wide)  # opposite directions
     assert shared > 1.8 * (near - M.hop_ns - M.issue_ns)
     assert apart < shared
     short_runs = run_ring([RingTransfer(0, 1, nb, nb // HW.stick_bytes)], M)
@@ -325,8 +330,8 @@ def test_op_families_measure_in_isolation():
     eight = simulate_op(g, {"mm": ({"n": 8}, 1, "hbm")})
     assert one.breakdown["mm"]["compute"] > 7 * eight.breakdown["mm"]["compute"]
     assert one.time_us > eight.time_us
-    # replicated reads: an m split re-reads B on every m block
-    assert plain.device_read_bytes > eight.device_read_bytes > one.device_read_bytes
+    # replicated reads: an m split reads B on every m block, but device memory serves each slice once (multicast)
+    assert plain.device_read_bytes == eight.device_read_bytes == one.device_read_bytes == (128 + 512) * 1024 * 2
     # a producer/consumer pair whose slices differ: a relayout, then a restickify
     r = so.Graph("r")
     y = r.pointwise("exp", r.input("x", (256, 512)), name="p")

@@ -41,6 +41,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_mixed_ns_per_byte": (0.0, 0.05),
     "hbm_request_ns": (0.0, 200.0),
     "hbm_latency_ns": (0.0, 5000.0),
+    "hbm_shared_bytes_per_ns": (1.0, 1e4),
     "macs_per_ns_per_core": (100.0, 10000.0),
     "pt_underfill_c": (0.0, 3.0),
     "pt_underfill_p": (0.05, 3.0),
@@ -61,6 +62,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "op_overhead_ns": (0.0, 1e4),
 }
 START = {
+    "hbm_shared_bytes_per_ns": 40.0,
+    "relayout_bytes_per_ns": 40.0,  # a core's ring ingress (the public 547 is a span rate, not an ingress rate)
     "hbm_request_ns": 2.0,
     "hbm_latency_ns": 100.0,
     "overlap_tile_bytes": 65536.0,
@@ -78,7 +81,9 @@ class Terms:
     weight: dict[str, np.ndarray]  # per target quantity ("op", "relayout", "restickify"): 1 where the op counts
     values: dict[str, np.ndarray]  # per term name, one value per op
     relayout_op: np.ndarray  # per relayout edge: its op's row
-    relayout: dict[str, np.ndarray]  # runs, fan_in, copy, link, hops per relayout edge
+    relayout: dict[str, np.ndarray]  # runs, fan_in, ingress, link, hops per relayout edge
+    read_op: np.ndarray  # per device-memory read (an op's leaf reads, or one edge's): its op's row
+    reads: dict[str, np.ndarray]  # bytes, req, streams, shared per read
     n_samples: int
 
 
@@ -113,10 +118,11 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
     t.update(matmul=float(matmul), work=work, rows=rows, trans=float(trans), sred=float(sred), stream=lay.stream_bytes)
     if matmul:
         t.update(psum_bytes=lay.footprint, ksplit=reduction_split(oc.space, lay.division))
-    t.update(r_bytes=int(lq.leaf_bytes[li]), r_req=int(lq.leaf_requests[li]), r_streams=float(lq.reads_leaf))
+    t["r_bytes"] = int(lq.leaf_bytes[li])
+    t["reads"] = [(t["r_bytes"], int(lq.leaf_requests[li]), float(lq.reads_leaf), int(lq.leaf_shared[li]))]
     for j in np.flatnonzero(lq.leaf_restick[li]):
         _add_restick(t, (int(lq.leaf_restick_bytes[li, j]), int(lq.leaf_restick_requests[li, j])))
-    if cand.residency != "lx":
+    if cand.residency != "lx" and not lq.alone[li]:
         prefix = "sw" if lq.split[li] else "w"
         t[f"{prefix}_bytes"], t[f"{prefix}_req"], t[f"{prefix}_streams"] = lay.write_bytes, lay.write_requests, 1.0
     t["relayouts"] = []
@@ -126,14 +132,16 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
         q, lu = problem.edge_quantities(k), problem.candidates[e.producer][a[e.producer]].layout
         if info.mode in ("hbm", "spill"):
             t["r_bytes"] += int(q.read_bytes[lu, li])
-            t["r_req"] += int(q.read_requests[lu, li])
-            t["r_streams"] += 0.0 if lq.reads_leaf else 1.0
+            streams = 0.0 if lq.reads_leaf else 1.0
+            t["reads"].append(
+                (int(q.read_bytes[lu, li]), int(q.read_requests[lu, li]), streams, int(q.read_shared[lu, li]))
+            )
         if info.mode == "hbm" and info.restick:
             _add_restick(t, (int(q.hbm_restick_bytes[lu, li]), int(q.hbm_restick_requests[lu, li])))
         if info.mode == "restickify":
             _add_restick(t, (int(q.lx_restick_bytes[lu, li]), int(q.lx_restick_requests[lu, li])))
         if info.mode == "relayout":
-            t["relayouts"].append(tuple(int(x[lu, li]) for x in (q.runs, q.fan_in, q.copy, q.link, q.hops)))
+            t["relayouts"].append(tuple(int(x[lu, li]) for x in (q.runs, q.fan_in, q.ingress, q.link, q.hops)))
     return t
 
 
@@ -153,19 +161,30 @@ def terms(configs: list[Config], hw: HardwareSpec | None = None) -> Terms:
         rows = _config_ops(config, hw, coef)
         ops += rows
         owner += [n] * len(rows)
-    keys = [k for k in ops[0] if k != "relayouts" and not k.startswith("weight_")]
+    keys = [k for k in ops[0] if k not in ("relayouts", "reads") and not k.startswith("weight_")]
     values = {k: np.array([float(o[k]) for o in ops]) for k in keys}
     weight = {q: np.array([o[f"weight_{q}"] for o in ops]) for q in ("op", "relayout", "restickify")}
     edges = [(row, *r) for row, o in enumerate(ops) for r in o["relayouts"]]
     rl = np.array(edges, dtype=float).reshape(-1, 6)
-    relayout = {k: rl[:, c + 1] for c, k in enumerate(("runs", "fan_in", "copy", "link", "hops"))}
-    return Terms(np.array(owner, dtype=int), weight, values, rl[:, 0].astype(int), relayout, len(configs))
+    relayout = {k: rl[:, c + 1] for c, k in enumerate(("runs", "fan_in", "ingress", "link", "hops"))}
+    reads = np.array([(row, *r) for row, o in enumerate(ops) for r in o["reads"]], dtype=float).reshape(-1, 5)
+    read = {k: reads[:, c + 1] for c, k in enumerate(("bytes", "req", "streams", "shared"))}
+    return Terms(
+        np.array(owner, dtype=int),
+        weight,
+        values,
+        rl[:, 0].astype(int),
+        relayout,
+        reads[:, 0].astype(int),
+        read,
+        len(configs),
+    )
 
 
 # ---- the model on the terms ----------------------------------------------------------
 def predict_parts(c: dict, t: Terms) -> dict[str, np.ndarray]:
     """Per op, ns: the op's total, its relayout and its restickify (``costmodel.spyre.op_ns``)."""
-    return spyre.op_ns(Coefficients(**c), t.values, t.relayout, t.relayout_op)
+    return spyre.op_ns(Coefficients(**c), t.values, t.relayout, t.relayout_op, t.reads, t.read_op)
 
 
 def predict_us(coefficients: Coefficients, t: Terms) -> np.ndarray:
@@ -182,15 +201,24 @@ def _predict(c: dict, t: Terms) -> np.ndarray:
 
 
 # ---- held-out split and scores ---------------------------------------------------------
-def split(samples: list[Sample], holdout: float, seed: int) -> tuple[list[int], list[int]]:
-    """A seeded per-family split: ``holdout`` of each family's samples held out (deterministic)."""
-    if not 0 <= holdout < 1:
-        raise ValueError(f"holdout must be in [0, 1), got {holdout}")
+DEVICE_PREFIX = "dev "  # families of published device rows (``spyreopt.reproduce.device_samples``)
+
+
+def split(
+    samples: list[Sample], holdout: float, seed: int, device_holdout: float | None = None
+) -> tuple[list[int], list[int]]:
+    """A seeded per-family split: ``holdout`` of each family's samples held out (deterministic);
+    ``device_holdout`` (default ``holdout``) for the device families."""
+    device_holdout = holdout if device_holdout is None else device_holdout
+    for h in (holdout, device_holdout):
+        if not 0 <= h < 1:
+            raise ValueError(f"holdout must be in [0, 1), got {h}")
     train, test = [], []
     for family in sorted({s.config.family for s in samples}):
         idx = [n for n, s in enumerate(samples) if s.config.family == family]
         random.Random(f"{seed}:{family}").shuffle(idx)
-        k = min(round(holdout * len(idx)), len(idx) - 1) if holdout > 0 else 0
+        h = device_holdout if family.startswith(DEVICE_PREFIX) else holdout
+        k = min(round(h * len(idx)), len(idx) - 1) if h > 0 else 0
         test += sorted(idx[:k])
         train += sorted(idx[k:])
     return sorted(train), sorted(test)
@@ -276,12 +304,14 @@ def fit(
     hw: HardwareSpec | None = None,
     free: tuple[str, ...] = NAMES,
     weights: np.ndarray | None = None,
+    device_holdout: float | None = None,
 ) -> FitResult:
     """Fit the coefficients in ``free`` to ``samples`` on a seeded per-family split; score on the held-out rest.
 
     ``start`` defaults to the public figures with ``START`` for the terms they lack;
     coefficients not in ``free`` keep their starting value. ``weights`` (one per sample,
-    default 1) scale each sample's squared relative error: device rows weigh more.
+    default 1) scale each sample's squared relative error: device rows weigh more; ``device_holdout`` (default
+    ``holdout``) is the fraction of each device family held out (0: every published row trains the fit).
     """
     if not samples:
         raise ValueError("fit: no samples")
@@ -294,7 +324,7 @@ def fit(
     t = terms([s.config for s in samples], hw)
     measured = np.array([s.measured_us for s in samples]) * 1e3
     families = [s.config.family for s in samples]
-    train, test = split(samples, holdout, seed)
+    train, test = split(samples, holdout, seed, device_holdout)
     sel = np.zeros(len(samples), dtype=bool)
     sel[train] = True
     lo = np.array([BOUNDS[n][0] for n in free])

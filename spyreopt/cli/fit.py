@@ -28,6 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-samples", metavar="FILE", help="write the simulated samples as a CSV (to rerun on a device)")
     p.add_argument("--device", action="store_true", help="also fit the published device rows (spyreopt reproduce)")
     p.add_argument("--device-weight", type=float, metavar="W", help="weight of a device row (default: as all samples)")
+    p.add_argument(
+        "--device-holdout", type=float, metavar="F", help="fraction of each device family held out (default --holdout)"
+    )
     p.set_defaults(func=_fit)
 
 
@@ -60,7 +63,10 @@ def _fit(args: argparse.Namespace) -> int:
         w = args.device_weight or len(samples) / len(rows)
         weights = [1.0] * len(samples) + [w] * len(rows)
         samples = samples + rows
-    result = fit(samples, holdout=args.holdout, seed=args.seed, weights=weights)
+    if args.device_holdout is not None and not 0 <= args.device_holdout < 1:
+        print("spyreopt fit: --device-holdout must be in [0, 1)", file=sys.stderr)
+        return 2
+    result = fit(samples, holdout=args.holdout, seed=args.seed, weights=weights, device_holdout=args.device_holdout)
     print(f"fit: {result.message} ({result.stats['nfev']} evaluations, {time.perf_counter() - start:.1f} s in all)")
     print("\nstarting point (public figures; START values for the terms they lack):")
     print(format_table(result.start_table))
@@ -78,4 +84,5 @@ def _argv(args: argparse.Namespace) -> list[str]:
     out = ["--csv", args.csv] if args.csv else ["--samples", str(args.samples)]
     out += ["--device"] if args.device else []
     out += ["--device-weight", str(args.device_weight)] if args.device_weight else []
+    out += ["--device-holdout", str(args.device_holdout)] if args.device_holdout is not None else []
     return out + ["--seed", str(args.seed), "--holdout", str(args.holdout), "--out", args.out]

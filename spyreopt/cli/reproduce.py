@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.reproduce import EXPERIMENTS, run, shared_read_check, table
+from spyreopt.reproduce import EXPERIMENTS, run, table
 
 HELP = "rebuild the published Spyre device measurements and print predicted next to published"
 
@@ -27,9 +27,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--coefficients", metavar="FILE", help="cost-model coefficients (default: the shipped ones)")
     p.add_argument("--only", choices=sorted(EXPERIMENTS), nargs="+", help="run only these experiments")
     p.add_argument("--json", metavar="FILE", help="write the rows {experiment, quantity, unit, published, ...} here")
-    p.add_argument(
-        "--shared-reads", action="store_true", help="also fit the decode rows to max(distinct/a, busiest core/c)"
-    )
     p.set_defaults(func=_reproduce)
 
 
@@ -37,9 +34,6 @@ def _reproduce(args: argparse.Namespace) -> int:
     coef = Coefficients.load(args.coefficients) if args.coefficients else None
     rows = run(backend=args.backend, time_limit=args.time_limit, seed=args.seed, coefficients=coef, only=args.only)
     print(table(rows))
-    if args.shared_reads:
-        print("\nthe decode rows against shared device-memory reads (an analysis, not the planner's model):")
-        print(table(shared_read_check()))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         print(f"{len(rows)} rows written to {args.json}")

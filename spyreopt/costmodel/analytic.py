@@ -54,6 +54,12 @@ def transfer_ns(c: Coefficients, nbytes, requests=0, streams=0):
     return nbytes / c.hbm_bytes_per_ns + c.hbm_request_ns * requests + c.hbm_latency_ns * streams
 
 
+def read_ns(c: Coefficients, distinct_bytes, requests=0, streams=0, shared_bytes=0):
+    """A device-memory read several cores may share: each distinct byte crosses device memory once, and the
+    busiest core receives its shared bytes at ``hbm_shared_bytes_per_ns`` (``model.sharing``)."""
+    return np.maximum(transfer_ns(c, distinct_bytes, requests, streams), shared_bytes / c.hbm_shared_bytes_per_ns)
+
+
 def mixed_ns(c: Coefficients, read_bytes, write_bytes, fraction=1.0):
     """Read/write turnaround: paid on the smaller direction while both stream at once (``fraction`` of the op)."""
     return c.hbm_mixed_ns_per_byte * fraction * np.minimum(read_bytes, write_bytes)
@@ -84,11 +90,11 @@ def _log2(split) -> np.ndarray:
     return np.array([log2(int(v)) for v in values], dtype=np.float64)[inverse].reshape(split.shape)
 
 
-def relayout_ns(c: Coefficients, runs_per_core, split, span_per_core, link_bytes=0, hops=0):
-    """The slower of a core gathering its runs and span and the busiest ring link carrying its bytes,
-    after the farthest fragment's ring latency."""
+def relayout_ns(c: Coefficients, runs_per_core, split, ingress_bytes, link_bytes=0, hops=0):
+    """The slower of a core gathering its runs and taking in its bytes from other cores and the busiest ring
+    link carrying its bytes, after the farthest fragment's ring latency."""
     per_run = c.relayout_run_ns + c.relayout_run_log_ns * _log2(split)
-    gather = np.maximum(runs_per_core * per_run, 0.0) + span_per_core / c.relayout_bytes_per_ns
+    gather = np.maximum(runs_per_core * per_run, 0.0) + ingress_bytes / c.relayout_bytes_per_ns
     return hops * c.relayout_hop_ns + np.maximum(gather, link_bytes / c.relayout_link_bytes_per_ns)
 
 

@@ -22,6 +22,14 @@ An op's cost, per candidate (layout x residency x balance branch):
   reads and write + per incoming edge its device-memory read, where
   ``time = compute + mem - gamma * f * min(compute, mem)`` (``op_time``).
 
+A device-memory read is ``analytic.read_ns``: its distinct bytes cross device
+memory once however many cores read them, and the busiest core receives the
+bytes it shares with other cores at ``hbm_shared_bytes_per_ns`` (the published
+decode projections: an m split does not read the weight once per core). An op
+on one core (``alone``) streams its write while it reads and pays no per-request
+controller overhead (no other core's requests interleave): its write adds no time
+(the published one-core softmax moves 8.4 MB in 32.5 µs).
+
 The device-memory turnaround ``a * f * min(r, w)`` is concave; the planner
 resolves it with two twin candidates charging ``a*f*r`` (branch "r") or
 ``a*f*w`` (branch "w"), the fit takes the min directly.
@@ -40,6 +48,7 @@ from spyreopt.costmodel.analytic import (
     overlap,
     overlap_fraction,
     psum_ns,
+    read_ns,
     relayout_ns,
     restick_ns,
     transfer_ns,
@@ -80,14 +89,16 @@ class OwnQuantities:
 
     compute_ns: np.ndarray  # from the layout (see ``analytic.matmul_compute_ns`` / ``vector_compute_ns``)
     psum_ns: np.ndarray
-    leaf_bytes: np.ndarray  # graph inputs and weights read from device memory
+    leaf_bytes: np.ndarray  # distinct bytes of graph inputs and weights read from device memory
     leaf_requests: np.ndarray
+    leaf_shared: np.ndarray  # the busiest core's bytes of those reads that other cores share
     leaf_streams: np.ndarray  # 1 when the op reads a graph input or weight (its read stream starts anyway)
     leaf_restick_bytes: np.ndarray  # [..., operands]: staged restickify traffic of each leaf operand (0: none)
     leaf_restick_requests: np.ndarray
     leaf_restick: np.ndarray  # [..., operands] bool: that leaf operand is restickified
     write_bytes: np.ndarray  # 0 when the output stays in scratchpad only
     write_requests: np.ndarray
+    alone: np.ndarray  # bool: one core, whose write streams while it reads (duplex), so it adds no time
     split: np.ndarray  # bool: a k split (the write follows the partial sums, not overlapped)
     stream_bytes: np.ndarray  # sets the overlap fraction
     branch: np.ndarray  # 0 "-" (exact min), 1 "r", 2 "w"
@@ -113,9 +124,9 @@ def own_parts(c: Coefficients, q: OwnQuantities) -> OwnParts:
     write = np.asarray(q.write_bytes)
     wrote = (write > 0).astype(np.int64)
     write_t = to_ps(transfer_ns(c, write, np.asarray(q.write_requests) * wrote, wrote))
-    overlapped_write = np.where(q.split, 0, write)
-    mem = to_ps(transfer_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams))
-    mem = mem + np.where(q.split, 0, write_t)
+    overlapped_write = np.where(q.split | q.alone, 0, write)
+    mem = to_ps(read_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams, q.leaf_shared))
+    mem = mem + np.where(q.split | q.alone, 0, write_t)
     frac = overlap_fraction(c, q.stream_bytes)
     # the turnaround on min(reads, write); the "r" twin charges it on the reads, the "w" twin on the write
     r_side = np.where(q.branch == 2, overlapped_write, q.leaf_bytes)
@@ -135,8 +146,9 @@ class EdgeQuantities:
     """Coefficient-free quantities of one producer->consumer operand over (producer layout, consumer layout)."""
 
     restick: np.ndarray  # bool: the consumer needs another stick than the producer writes
-    read_bytes: np.ndarray  # device-memory read (of the copy in the needed stick when restickified)
+    read_bytes: np.ndarray  # distinct bytes of the device-memory read (of the copy in the needed stick if restickified)
     read_requests: np.ndarray
+    read_shared: np.ndarray  # the busiest consumer core's bytes of that read that other cores share
     hbm_restick_bytes: np.ndarray  # restickify staged traffic when the producer wrote device memory only
     hbm_restick_requests: np.ndarray
     lx_restick_bytes: np.ndarray  # ... when the producer's output is resident (it writes its slices out first)
@@ -149,6 +161,7 @@ class EdgeQuantities:
     copy: np.ndarray  # relayout copy, LX bytes per core
     link: np.ndarray  # bytes over the busiest ring link
     hops: np.ndarray
+    ingress: np.ndarray  # bytes the busiest consumer core takes in from other cores
 
 
 @dataclass(frozen=True)
@@ -176,11 +189,11 @@ def edge_parts(c: Coefficients, q: EdgeQuantities, rows: np.ndarray, residency: 
     """
     take = lambda a: np.asarray(a)[rows]  # noqa: E731
     restick, read_b = take(q.restick), take(q.read_bytes)
-    read_ps = to_ps(transfer_ns(c, read_b, take(q.read_requests), streams))
+    read_ps = to_ps(read_ns(c, read_b, take(q.read_requests), streams, take(q.read_shared)))
     legal, inplace = take(q.relayout_legal), take(q.inplace)
     moving = legal & ~inplace
     relayout_ps = np.where(
-        moving, to_ps(relayout_ns(c, take(q.runs), take(q.fan_in), take(q.copy), take(q.link), take(q.hops))), 0
+        moving, to_ps(relayout_ns(c, take(q.runs), take(q.fan_in), take(q.ingress), take(q.link), take(q.hops))), 0
     )
     res = np.asarray(residency)[:, None]
     hbm, lx = res == 0, res == 1
@@ -198,25 +211,36 @@ def edge_parts(c: Coefficients, q: EdgeQuantities, rows: np.ndarray, residency: 
 
 
 # ---- the same composition per op, unrounded, for the fit ---------------------------------------
-def op_ns(c: Coefficients, v: dict[str, np.ndarray], relayout: dict[str, np.ndarray], relayout_op: np.ndarray):
+def op_ns(
+    c: Coefficients,
+    v: dict[str, np.ndarray],
+    relayout: dict[str, np.ndarray],
+    relayout_op: np.ndarray,
+    reads: dict[str, np.ndarray],
+    read_op: np.ndarray,
+):
     """Per op (arrays over ops), ns: its total, relayout and restickify time from its quantities summed over
-    its candidate and edges (``v``: compute terms, ``r_``/``w_``/``sw_`` bytes, requests and streams of reads,
-    overlapped and split writes, ``rs_`` restickify traffic and count, ``stream``) and its relayout edges.
+    its candidate and edges (``v``: compute terms, ``r_bytes`` the distinct bytes it reads, ``w_``/``sw_``
+    bytes, requests and streams of overlapped and split writes, ``rs_`` restickify traffic and count,
+    ``stream``), its device-memory reads (``reads``: bytes, requests, streams, shared per read, ``read_op``
+    its op's row: the leaf reads as one, then each edge's) and its relayout edges.
 
-    The planner's ``own_parts`` + ``edge_parts`` + ``op_time`` in real numbers: reads and writes are
-    transfers, the balance term takes ``min(r, w)`` directly, each restickify pays its own round trip.
+    The planner's ``own_parts`` + ``edge_parts`` + ``op_time`` in real numbers: each read is ``read_ns``,
+    writes are transfers, the balance term takes ``min(r, w)`` directly, each restickify pays its own round trip.
     """
     compute = compute_ns(c, v["matmul"] > 0, v["work"], v["rows"], v["trans"] > 0, v["sred"] > 0)
     frac = overlap_fraction(c, v["stream"])
+    read_t = np.zeros(len(compute))
+    np.add.at(read_t, read_op, read_ns(c, reads["bytes"], reads["req"], reads["streams"], reads["shared"]))
     mem = (
-        transfer_ns(c, v["r_bytes"], v["r_req"], v["r_streams"])
+        read_t
         + transfer_ns(c, v["w_bytes"], v["w_req"], v["w_streams"])
         + mixed_ns(c, v["r_bytes"], v["w_bytes"], frac)
     )
     split_write = transfer_ns(c, v["sw_bytes"], v["sw_req"], v["sw_streams"])
     count = v["rs_count"]
     restick = np.where(count > 0, restick_ns(c, v["rs_bytes"], v["rs_req"]) + (count - 1) * c.restick_latency_ns, 0.0)
-    edge = relayout_ns(c, relayout["runs"], relayout["fan_in"], relayout["copy"], relayout["link"], relayout["hops"])
+    edge = relayout_ns(c, relayout["runs"], relayout["fan_in"], relayout["ingress"], relayout["link"], relayout["hops"])
     moves = np.zeros(len(compute))
     np.add.at(moves, relayout_op, edge)
     psum = psum_ns(c, v["psum_bytes"], v["ksplit"])

@@ -6,13 +6,20 @@ moves at a constant rate; an event is a transfer or a compute tile finishing
 (or a latency elapsing), after which rates are reallocated.
 
 * Device memory: every active stream gets an equal share, capped by its core's
-  DMA (``dma_max_inflight`` requests of its size per ``dma_latency_ns``); the
+  DMA (``dma_max_inflight`` requests of its size per ``dma_latency_ns``); a slice
+  several cores read is served once and multicast to each of them (each core's
+  share of it loads the controller, and a core receives shared data at most at
+  ``SimParams.multicast_gbps``); while several cores' streams interleave the
   controller spends ``bytes/peak + overhead`` per request and a turnaround per
   byte of the smaller direction while reads and writes are both active, so
-  short runs and balanced traffic are slower than long one-way streams.
+  short runs and balanced traffic are slower than long one-way streams (the
+  spec's one-way effective and balanced figures). One core streaming alone
+  reads and writes at once, each at the peak: the published one-core softmax
+  moves 8.4 MB in 32.5 µs, which no shared read/write budget at 204.8 GB/s allows.
 * Ring: transfers take the shorter direction around the bidirectional ring and
   share link bandwidth max-min fairly; each destination's DMA engine also
-  limits how many requests per ns it issues (many short runs are slow).
+  limits how many requests per ns it issues (many short runs are slow), and
+  takes in at most ``core_ingress_gbps``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,12 @@ class CoreJob:
     compute_ns: float = 0.0
     write_bytes: float = 0.0
     write_requests: int = 0
+    read_shared_bytes: float = 0.0  # of read_bytes, the bytes other cores read too (multicast)
+    read_served_bytes: float | None = None  # device-memory bytes serving this core's reads (None: read_bytes)
+
+    @property
+    def served(self) -> float:
+        return self.read_bytes if self.read_served_bytes is None else self.read_served_bytes
 
 
 @dataclass
@@ -114,7 +127,7 @@ def run_pipeline(jobs: list[CoreJob], m: Machine) -> PhaseResult:
     """Simulate every core's job at once over the shared device memory; returns the phase's makespan."""
     pipes = [_Pipe(j, m) for j in jobs if j.read_bytes or j.write_bytes or j.compute_ns]
     result = PhaseResult(compute_ns={j.core: j.compute_ns for j in jobs})
-    result.read_bytes = sum(j.read_bytes for j in jobs)
+    result.read_bytes = sum(j.served for j in jobs)
     result.write_bytes = sum(j.write_bytes for j in jobs)
     peak, ovh, ta = m.hw.hbm_gbps_peak, m.hbm_request_overhead_ns, m.turnaround_ns_per_byte
     t = 0.0
@@ -130,11 +143,23 @@ def run_pipeline(jobs: list[CoreJob], m: Machine) -> PhaseResult:
             tau, cap, wr = [], [], []
             for p, k, _ in flows:
                 nb, nq = (p.rb, p.rq) if k == "r" else (p.wb, p.wq)
-                share = len(p.streams())
-                tau.append(1.0 / peak + ovh * nq / nb)
-                cap.append(m.dma_cap(nb, max(round(nq), 1), share))
+                limit = m.dma_cap(nb, max(round(nq), 1))
+                served = 1.0
+                if k == "r":
+                    job = p.job
+                    served = job.served / job.read_bytes
+                    if job.read_shared_bytes > 0:
+                        limit = min(limit, m.params.multicast_gbps * job.read_bytes / job.read_shared_bytes)
+                tau.append(served * (1.0 / peak + ovh * nq / nb))
+                cap.append(limit)
                 wr.append(k == "w")
-            rates = share_device_memory(np.array(tau), np.array(cap), np.array(wr), ta)
+            tau, cap, wr = np.array(tau), np.array(cap), np.array(wr)
+            if len({id(p) for p, _, _ in flows}) == 1:  # one core alone: its reads and writes stream duplex at peak
+                rates = np.zeros(len(flows))
+                for side in (wr, ~wr):
+                    rates[side] = share_device_memory(np.full(side.sum(), 1.0 / peak), cap[side], wr[side], 0.0)
+            else:
+                rates = share_device_memory(tau, cap, wr, ta)
         steps = [a[0] for p in live for _, a in (("r", p.read), ("w", p.write)) if a is not None and a[0] > 0.0]
         steps += [p.comp for p in live if p.comp is not None]
         steps += [a[1] / r for (_, _, a), r in zip(flows, rates) if r > 0]
@@ -206,7 +231,7 @@ def run_ring(transfers: list[RingTransfer], m: Machine) -> float:
         return 0.0
     cores = m.hw.cores
     paths = [ring_path(t.src, t.dst, cores) for t in moves]
-    n_res = 3 * cores  # 2 * cores directed links, then one DMA engine per destination
+    n_res = 4 * cores  # 2 * cores directed links, one DMA engine per destination, one ingress port per destination
     incidence = np.zeros((n_res, len(moves)))
     caps = np.zeros(len(moves))
     fan = {}
@@ -215,12 +240,19 @@ def run_ring(transfers: list[RingTransfer], m: Machine) -> float:
     for f, (t, path) in enumerate(zip(moves, paths)):
         incidence[path, f] = 1.0
         incidence[2 * cores + t.dst, f] = t.requests / t.nbytes  # requests per byte
+        incidence[3 * cores + t.dst, f] = 1.0 if path else 0.0  # a local copy does not cross the ring
         rtt = m.issue_ns + 2 * len(path) * m.hop_ns
         per_request = t.nbytes / max(t.requests, 1)
         caps[f] = m.hw.dma_max_inflight / fan[t.dst] * per_request / rtt
         if not path:
             caps[f] = min(caps[f], m.local_copy_bytes_per_ns)
-    capacity = np.concatenate((np.full(2 * cores, m.hw.ring_bytes_per_ns), np.full(cores, 1.0 / m.issue_ns)))
+    capacity = np.concatenate(
+        (
+            np.full(2 * cores, m.hw.ring_bytes_per_ns),
+            np.full(cores, 1.0 / m.issue_ns),
+            np.full(cores, m.params.core_ingress_gbps),
+        )
+    )
     latency = np.array([len(p) * m.hop_ns + m.issue_ns for p in paths])
     left = np.array([t.nbytes for t in moves], dtype=float)
     active = np.ones(len(moves), dtype=bool)

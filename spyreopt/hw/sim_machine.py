@@ -27,6 +27,13 @@ class SimParams:
       (Little's law), which is what makes few-core ops memory-starved.
     * ``dma_issue_cycles``: a core's DMA engine cost per request (ring transfers).
     * ``ring_hop_cycles``: latency per ring hop.
+    * ``multicast_gbps``: the rate at which one core receives a device-memory slice
+      that other cores read too (served once, multicast): the published decode
+      projections' replicated weight reads (about 37 GB/s per core; one device-memory
+      read per core would be 4 to 9 times slower than measured).
+    * ``core_ingress_gbps``: the rate at which one core takes in data from other
+      cores over the ring (relayout fragments, partial sums): the published 8-core
+      relayout of 2.1 MB, 229 KB into each core in 8.72 µs.
     * ``pe_weight_load_cycles`` / ``pe_pass_bubble_cycles``: a PE-array pass streams
       the core's rows through a stationary weight tile; a pass costs
       ``max(rows, load) + bubble`` cycles, so 2 rows run at 50%, 4 at 67%, 8 at 80%.
@@ -38,12 +45,14 @@ class SimParams:
       event count; see ``Machine.tiles``).
     """
 
-    dma_latency_ns: float = 250.0
+    dma_latency_ns: float = 160.0
     dma_issue_cycles: float = 4.0
     ring_hop_cycles: float = 2.0
+    multicast_gbps: float = 37.4
+    core_ingress_gbps: float = 26.3
     pe_weight_load_cycles: float = 2.0
     pe_pass_bubble_cycles: float = 2.0
-    transcendental_cycles: float = 4.0
+    transcendental_cycles: float = 1.5
     stick_reduce_extra_cycles: float = 1.0
     transpose_cycles_per_stick: float = 2.0
     max_tiles_per_core: int = 16
@@ -69,10 +78,11 @@ class Machine:
         """Read/write turnaround per byte of the smaller direction: balanced traffic runs at the balanced figure."""
         return 2.0 / self.hw.hbm_gbps_balanced - 2.0 / self.hw.hbm_gbps_effective
 
-    def dma_cap(self, nbytes: float, requests: int, share: int = 1) -> float:
-        """Bytes/ns one core's DMA can sustain on a stream with ``requests`` requests in flight-limited mode."""
+    def dma_cap(self, nbytes: float, requests: int) -> float:
+        """Bytes/ns one core's DMA can sustain on a stream of ``requests`` requests, ``dma_max_inflight`` in flight
+        (reads and writes have their own queues, so a core's read and write streams do not share them)."""
         per_request = nbytes / max(requests, 1)
-        return self.hw.dma_max_inflight / share * per_request / self.params.dma_latency_ns
+        return self.hw.dma_max_inflight * per_request / self.params.dma_latency_ns
 
     @property
     def staging_bytes(self) -> int:

@@ -23,6 +23,7 @@ plan that reads a slice that is not there or writes over a live one (see
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from spyreopt.errors import PlanError
@@ -85,7 +86,7 @@ class SimResult:
 class _Movement:
     """An op's data movement before it computes."""
 
-    main: dict[int, list[int]]  # per core: device-memory bytes and requests of the main phase
+    main: dict[int, list[float]]  # per core: device-memory bytes, requests, shared bytes, served bytes (main phase)
     ring: list[RingTransfer] = field(default_factory=list)  # relayout fragments
     stage_out: dict[int, CoreJob] = field(default_factory=dict)  # restickify: owners write their slices out
     stage_in: dict[int, CoreJob] = field(default_factory=dict)  # restickify: read back, transform
@@ -159,7 +160,7 @@ class _Run:
 
     def operands(self, s: Step) -> _Movement:
         """Check every operand's source and lay out its data movement."""
-        mv = _Movement({c: [0, 0] for c in range(s.cores)})
+        mv = _Movement({c: [0, 0, 0, 0.0] for c in range(s.cores)})
         for od in s.operands:
             if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
                 continue
@@ -179,6 +180,7 @@ class _Run:
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"
             )
+        readers = Counter(box for _, box in od.boxes)  # identical slices are multicast (``sim_flows``)
         for c, box in od.boxes:
             if od.need_stick != od.stored_stick:
                 job = mv.stage_in.setdefault(c, CoreJob(c))
@@ -189,6 +191,8 @@ class _Run:
             nb, nq = self._sizes(od.ref.base, box, od.need_stick)
             mv.main[c][0] += nb
             mv.main[c][1] += nq
+            mv.main[c][2] += nb if readers[box] > 1 else 0
+            mv.main[c][3] += nb / readers[box]
 
     def _scratchpad_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
         """Read in place, or gather a relayout (ring) or restickify (staged through device memory) copy."""
@@ -286,7 +290,8 @@ class _Run:
         out_jobs = self._write_jobs(s) if writes else {}
         jobs = []
         for c in range(s.cores):
-            job = CoreJob(c, mv.main[c][0], mv.main[c][1], self.compute_ns(s, c))
+            nb, nq, shared, served = mv.main[c]
+            job = CoreJob(c, nb, nq, self.compute_ns(s, c), read_shared_bytes=shared, read_served_bytes=served)
             if k == 1 and c in out_jobs:  # a k-split writes after its partial sums are reduced
                 job.write_bytes, job.write_requests = out_jobs[c].write_bytes, out_jobs[c].write_requests
             jobs.append(job)

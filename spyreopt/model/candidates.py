@@ -356,6 +356,7 @@ class EdgeAnalysis:
     runs: int = 0  # contiguous runs one consumer core gathers (relayout)
     link_bytes: int = 0  # bytes over the busiest directed ring link (relayout)
     hops: int = 0  # the longest way a fragment travels around the ring (relayout)
+    ingress_bytes: int = 0  # bytes the busiest consumer core takes in from other cores (relayout)
 
 
 def analyse_edge(
@@ -375,14 +376,15 @@ def analyse_edge(
         legal, reason = False, f"fan-in {fan_in} exceeds {hw.relayout_fan_in}"
     if not legal or inplace:
         return EdgeAnalysis(inplace, legal, 0.0, fan_in, copy, reason or why, runs)
-    link, hops = ring_traffic(prod_lay, reads, tensor, hw)
-    ns = float(cm.relayout_ns(coef, runs, fan_in, copy, link, hops))
-    return EdgeAnalysis(inplace, legal, ns, fan_in, copy, why, runs, link, hops)
+    link, hops, ingress = ring_traffic(prod_lay, reads, tensor, hw)
+    ns = float(cm.relayout_ns(coef, runs, fan_in, ingress, link, hops))
+    return EdgeAnalysis(inplace, legal, ns, fan_in, copy, why, runs, link, hops, ingress)
 
 
-def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> tuple[int, int]:
-    """(bytes over the busiest directed ring link, longest hop count) when every consumer core gathers its
-    fragments from the owner cores, each the shorter way round (ties clockwise).
+def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> tuple[int, int, int]:
+    """(bytes over the busiest directed ring link, longest hop count, most bytes one consumer core takes in
+    from other cores) when every consumer core gathers its fragments from the owner cores, each the shorter
+    way round (ties clockwise).
 
     Vectorised over (consumer core, owner slice): per dim, the overlap of each consumer box with each
     owner range (padded to sticks on the stick dim); their outer product is every fragment's bytes.
@@ -410,13 +412,14 @@ def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> t
     o, c, b = src[moves], dst[moves], nbytes[moves]
     right, left = (c - o) % n, (o - c) % n
     hops = int(np.minimum(right, left).max(initial=0))
+    ingress = int(np.bincount(c, weights=b, minlength=n).max(initial=0)) if len(c) else 0
     cw, ccw = np.zeros(2 * n + 1, dtype=np.int64), np.zeros(2 * n + 1, dtype=np.int64)
     way = right <= left  # clockwise: links o -> o+1 ...; else counter-clockwise, indexed by source core minus one
     np.add.at(cw, o[way], b[way])
     np.add.at(cw, o[way] + right[way], -b[way])
     np.add.at(ccw, c[~way], b[~way])
     np.add.at(ccw, c[~way] + left[~way], -b[~way])
-    return max(_arc_max(cw, n), _arc_max(ccw, n)), hops
+    return max(_arc_max(cw, n), _arc_max(ccw, n)), hops, ingress
 
 
 def _arc_max(diff: np.ndarray, n: int) -> int:

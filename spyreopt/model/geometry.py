@@ -19,6 +19,7 @@ from spyreopt.model.candidates import OpCandidates, analyse_edge, restick_traffi
 from spyreopt.model.division import reduction_split
 from spyreopt.model.graph import Tensor
 from spyreopt.model.hardware import HardwareSpec
+from spyreopt.model.sharing import busiest_shared, read_sharing
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,15 @@ class LayoutQuantities:
     write_requests: np.ndarray
     stream_bytes: np.ndarray
     split: np.ndarray
-    leaf_bytes: np.ndarray
+    leaf_bytes: np.ndarray  # distinct bytes of graph inputs and weights read (``model.sharing``)
     leaf_requests: np.ndarray
+    leaf_shared: np.ndarray  # the busiest core's bytes of those reads that other cores read too
     leaf_restick_bytes: np.ndarray
     leaf_restick_requests: np.ndarray
     leaf_restick: np.ndarray
     reads_leaf: bool  # the op reads a graph input or weight: its device-memory read stream starts anyway
     held: np.ndarray  # LX bytes per core held whatever the residency: a loop's accumulator and staged operands
+    alone: np.ndarray  # bool: one core (it streams reads and writes at once, without other cores' requests between)
 
 
 def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
@@ -47,33 +50,40 @@ def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantit
     lb, lr = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     rb, rr = np.zeros((n, nj), dtype=np.int64), np.zeros((n, nj), dtype=np.int64)
     rs = np.zeros((n, nj), dtype=bool)
+    ls = np.zeros(n, dtype=np.int64)
     for li, lay in enumerate(oc.layouts):
+        sharings = []
         for j in range(nj):
             if not leaf[j]:
                 continue
             stored = len(oc.g.tensors[oc.refs[j].base].shape) - 1
             need = stored if lay.required[j] is None else lay.required[j]
-            lb[li] += oc.hbm_read_bytes(lay, j, need)
-            lr[li] += oc.hbm_read_requests(lay, j, need)
+            sharings.append(read_sharing(oc, lay, j, need))
+            lb[li] += sharings[-1].distinct_bytes
+            lr[li] += sharings[-1].distinct_requests
             if need != stored:
                 rb[li, j], rr[li, j] = restick_traffic(oc, lay, j, stored, need, None)
                 rs[li, j] = True
+        ls[li] = busiest_shared(sharings)
     lays = oc.layouts
+    alone = np.array([x.division.cores == 1 for x in lays], dtype=bool)
     return LayoutQuantities(
         compute_ns=np.array([x.compute_ns for x in lays], dtype=np.float64),
         psum_ns=np.array([x.psum_ns for x in lays], dtype=np.float64),
         footprint=np.array([x.footprint for x in lays], dtype=np.int64),
         write_bytes=np.array([x.write_bytes for x in lays], dtype=np.int64),
-        write_requests=np.array([x.write_requests for x in lays], dtype=np.int64),
+        write_requests=np.where(alone, 0, [x.write_requests for x in lays]).astype(np.int64),
         stream_bytes=np.array([x.stream_bytes for x in lays], dtype=np.int64),
         split=np.array([reduction_split(oc.space, x.division) > 1 for x in lays], dtype=bool),
         leaf_bytes=lb,
-        leaf_requests=lr,
+        leaf_requests=np.where(alone, 0, lr),
+        leaf_shared=ls,
         leaf_restick_bytes=rb,
         leaf_restick_requests=rr,
         leaf_restick=rs,
         reads_leaf=any(leaf),
         held=np.array([_held(x) for x in lays], dtype=np.int64),
+        alone=alone,
     )
 
 
@@ -90,8 +100,10 @@ def edge_quantities(
             need = lay_v.required[j]
             restick = need is not None and need != lay_u.stick
             stick = need if restick else lay_u.stick  # a device-memory read is of the copy in the needed stick
-            ints["read_bytes"][a, b] = cons.hbm_read_bytes(lay_v, j, stick)
-            ints["read_requests"][a, b] = cons.hbm_read_requests(lay_v, j, stick)
+            sharing = read_sharing(cons, lay_v, j, stick)
+            ints["read_bytes"][a, b] = sharing.distinct_bytes
+            ints["read_requests"][a, b] = sharing.distinct_requests if lay_v.division.cores > 1 else 0
+            ints["read_shared"][a, b] = busiest_shared([sharing])
             if restick:
                 flags["restick"][a, b] = True
                 hb, hr = restick_traffic(cons, lay_v, j, lay_u.stick, need, None)
@@ -112,7 +124,7 @@ def edge_quantities(
             ea = analyse_edge(lay_u, cons, lay_v, j, tensor, hw, coef)
             flags["inplace"][a, b], flags["relayout_legal"][a, b] = ea.inplace, ea.relayout_legal
             ints["runs"][a, b], ints["fan_in"][a, b], ints["copy"][a, b] = ea.runs, ea.fan_in, ea.copy_bytes
-            ints["link"][a, b], ints["hops"][a, b] = ea.link_bytes, ea.hops
+            ints["link"][a, b], ints["hops"][a, b], ints["ingress"][a, b] = ea.link_bytes, ea.hops, ea.ingress_bytes
     return EdgeQuantities(**flags, **ints)
 
 
@@ -128,6 +140,6 @@ def _base(lay, index: int) -> int:
 
 
 _INT_FIELDS = (
-    "read_bytes", "read_requests", "hbm_restick_bytes", "hbm_restick_requests", "lx_restick_bytes",
-    "lx_restick_requests", "restick_copy", "runs", "fan_in", "copy", "link", "hops",
+    "read_bytes", "read_requests", "read_shared", "hbm_restick_bytes", "hbm_restick_requests", "lx_restick_bytes",
+    "lx_restick_requests", "restick_copy", "runs", "fan_in", "copy", "link", "hops", "ingress",
 )  # fmt: skip

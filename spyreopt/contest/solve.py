@@ -39,7 +39,7 @@ class Outcome:
 
 
 def _child(r: Reduced, seed: int, deadline: float, max_rounds: int, conn) -> None:
-    res = Search(r, build_graph(r), seed, use_bp=False).run(deadline, max_rounds)
+    res = Search(r, build_graph(r), seed).run(deadline, max_rounds)
     conn.send(res)
     conn.close()
 
@@ -50,9 +50,8 @@ def _exact_child(r: Reduced, deadline: float, conn) -> None:
 
 
 def _search_two(r: Reduced, seed: int, deadline: float, max_rounds: int, on_best) -> Result:
-    """Two independent searches, the cheaper wins: with belief propagation here (``seed``), and with
-    forest DP alone in a forked child (``seed + 1``); neither dominates on every instance (BP wins on
-    K, L, C; plain forest DP on N)."""
+    """Two independent searches, the cheaper wins: here with ``seed`` and in a forked child with ``seed + 1``
+    (the seed orders the forest moves, so the two follow different paths from the same TRW-S messages)."""
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(r, seed + 1, deadline, max_rounds, send), daemon=True)
@@ -109,7 +108,7 @@ def solve_document(
         if proc.is_alive():
             proc.kill()
         proc.join()
-        method = "bp+forest-dp, milp"
+        method = "trws+forest-dp, milp"
         if x is not None:
             c = Search(r, build_graph(r), seed).cost(x)
             if res.x is None or c <= res.cost:
@@ -117,7 +116,7 @@ def solve_document(
         cut = not optimal
     else:
         res = _search_two(r, seed, deadline, max_rounds, on_best)
-        method, optimal, cut = "bp+forest-dp, forest-dp", False, res.cut_by_clock
+        method, optimal, cut = "trws+forest-dp x2", False, res.cut_by_clock
         res.seconds_to_best += t_load
     if res.x is None:
         raise InfeasibleError(f"{inst.name}: no solution within the usage limit {r.usage_limit} found in time")

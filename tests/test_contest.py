@@ -176,3 +176,13 @@ def test_b_and_g_reach_the_best_contest_cost(letter):
     out = solve_document(d, contest_table()[name]["time_limit"])
     v = judge(d, out.solution)
     assert v.feasible and v.cost == contest_table()[name]["best_cost"]
+
+
+def test_warm_children_compile_every_kernel_without_error():
+    from spyreopt.contest import warm
+
+    r = warm.tiny()
+    assert (r.k > 1).all() and len(r.ea) == 2  # nothing reduced away: every kernel sees real work
+    procs = warm.start()
+    warm.wait(procs)
+    assert [p.exitcode for p in procs] == [0, 0]

@@ -196,9 +196,11 @@ class Search:
             t_best = time.monotonic() - t0
         zero = np.zeros(len(r.cost))
         for _ in range(self.warm if self.use_trws else 0):
+            if time.monotonic() > deadline:
+                break
             self._trws(zero)
         for _ in range(3):
-            if self._dp(zero) == 0:
+            if time.monotonic() > deadline or self._dp(zero) == 0:
                 break
         prof = self.profile(self.x)
         live = float(prof.sum())

@@ -82,6 +82,5 @@ def _pass(msg, moff, rev, theta, forward, x, k, off, ptr, nbr, edg, fst, eoff, e
 @njit(cache=True)
 def trws_iterate(msg, moff, rev, theta, iters, x, k, off, ptr, nbr, edg, fst, eoff, ecost):  # pragma: no cover
     """``iters`` forward + backward passes; x gets the last forward pass's decoding."""
-    for _ in range(iters):
-        _pass(msg, moff, rev, theta, True, x, k, off, ptr, nbr, edg, fst, eoff, ecost)
-        _pass(msg, moff, rev, theta, False, x, k, off, ptr, nbr, edg, fst, eoff, ecost)
+    for h in range(2 * iters):  # one call site with a run-time direction: compiled once, not per literal
+        _pass(msg, moff, rev, theta, h % 2 == 0, x, k, off, ptr, nbr, edg, fst, eoff, ecost)

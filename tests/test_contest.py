@@ -15,12 +15,12 @@ import pytest
 from spyreopt.cli import main as cli_main
 from spyreopt.contest.evaluate import judge
 from spyreopt.contest.kernels import total_cost
-from spyreopt.contest.load import contest_table, instance_from_document, read_document
+from spyreopt.contest.load import contest_table, instance_from_document
 from spyreopt.contest.reduce import reduce_instance
 from spyreopt.contest.search import Search, build_graph
 from spyreopt.contest.solve import solve_document
 from spyreopt.errors import FormatError
-from spyreopt.formats.iopddl import evaluate_iopddl
+from spyreopt.formats.iopddl import evaluate_iopddl, read_json
 from spyreopt.testing.formulations import iopddl_document
 
 BIG = 10**18
@@ -129,7 +129,7 @@ def test_reductions_keep_the_optimum_and_the_costs(seed):
 # ---- the search on a real instance ------------------------------------------------
 @pytest.fixture(scope="module")
 def b_doc():
-    return read_document(bench_file("asplos-2025-iopddl-B.json.gz"))
+    return read_json(bench_file("asplos-2025-iopddl-B.json.gz"))
 
 
 def test_judge_agrees_with_the_formats_evaluator(b_doc):
@@ -171,8 +171,18 @@ def test_cli_default_writes_a_feasible_solution(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("letter", ["B", "G"])
 def test_b_and_g_reach_the_best_contest_cost(letter):
-    d = read_document(bench_file(f"asplos-2025-iopddl-{letter}.json.gz"))
+    d = read_json(bench_file(f"asplos-2025-iopddl-{letter}.json.gz"))
     name = d["problem"]["name"]
     out = solve_document(d, contest_table()[name]["time_limit"])
     v = judge(d, out.solution)
     assert v.feasible and v.cost == contest_table()[name]["best_cost"]
+
+
+def test_warm_children_compile_every_kernel_without_error():
+    from spyreopt.contest import warm
+
+    r = warm.tiny()
+    assert (r.k > 1).all() and len(r.ea) == 2  # nothing reduced away: every kernel sees real work
+    procs = warm.start()
+    warm.wait(procs)
+    assert [p.exitcode for p in procs] == [0, 0]

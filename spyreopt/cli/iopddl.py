@@ -10,10 +10,10 @@ import time
 import psutil
 
 from spyreopt.contest.evaluate import judge
-from spyreopt.contest.load import contest_table, read_document
+from spyreopt.contest.load import contest_table
 from spyreopt.contest.solve import solve_document, stderr_progress
 from spyreopt.errors import FormatError, InfeasibleError, SolverError
-from spyreopt.formats.iopddl import load_iopddl, parse_problem, save_solution
+from spyreopt.formats.iopddl import load_iopddl, parse_problem, read_json, save_solution
 from spyreopt.solvers.registry import solve_formulation
 
 DEFAULT_LIMIT = 60.0  # for an instance that is not one of the contest's 25
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     """0 when a feasible solution was written, 1 when the answer is infeasible, 2 on bad input or solver error."""
     start = _process_start()
     try:
-        doc = read_document(args.file)
+        doc = read_json(args.file)
         name = doc.get("problem", {}).get("name", "") if isinstance(doc, dict) else ""
         known = contest_table().get(name)
         limit = args.time_limit if args.time_limit is not None else (known["time_limit"] if known else DEFAULT_LIMIT)

@@ -16,7 +16,7 @@ BLOCK = 64  # time steps per block of the profile's range-max structure
 
 
 @njit(cache=True, inline="always")
-def _edge(eoff, ecost, e, first, k_self, k_other, s_self, s_other):  # pragma: no cover - compiled
+def edge_entry(eoff, ecost, e, first, k_self, k_other, s_self, s_other):  # pragma: no cover - compiled
     if first:
         return ecost[eoff[e] + s_self * k_other + s_other]
     return ecost[eoff[e] + s_other * k_self + s_self]
@@ -171,7 +171,7 @@ def tree_dp(x, pens, perm, ins, tree, share, k, off, cost, ptr, nbr, edg, fst, e
             w = nbr[j]
             half = share if ins[w] else 1.0
             for s in range(kv):
-                acc[off[v] + s] += half * _edge(eoff, ecost, edg[j], fst[j], kv, k[w], s, x[w])
+                acc[off[v] + s] += half * edge_entry(eoff, ecost, edg[j], fst[j], kv, k[w], s, x[w])
     aoff = np.zeros(n + 1, np.int64)
     for h in range(cnt):
         v = order[h]
@@ -187,9 +187,9 @@ def tree_dp(x, pens, perm, ins, tree, share, k, off, cost, ptr, nbr, edg, fst, e
         e = pedge[v]
         for sp in range(kp):
             best_s = x[v]
-            best = acc[off[v] + best_s] + _edge(eoff, ecost, e, not pfirst[v], kv, kp, best_s, sp)
+            best = acc[off[v] + best_s] + edge_entry(eoff, ecost, e, not pfirst[v], kv, kp, best_s, sp)
             for sv in range(kv):
-                val = acc[off[v] + sv] + _edge(eoff, ecost, e, not pfirst[v], kv, kp, sv, sp)
+                val = acc[off[v] + sv] + edge_entry(eoff, ecost, e, not pfirst[v], kv, kp, sv, sp)
                 if val < best:
                     best = val
                     best_s = sv
@@ -401,45 +401,3 @@ def polish(
         if improved == 0:
             break
     return moves
-
-
-@njit(cache=True)
-def bp_sweep(msg, moff, rev, theta, damp, k, off, ptr, nbr, edg, fst, eoff, ecost):  # pragma: no cover - compiled
-    """One sweep of damped min-sum belief propagation; returns the argmin of every node's belief.
-
-    ``msg[moff[j]:...]`` is the message along adjacency entry j (owner -> neighbour), over the
-    neighbour's strategies; ``rev[j]`` is the entry of the same edge in the neighbour's list.
-    """
-    n = len(k)
-    x = np.zeros(n, np.int64)
-    bel = np.empty(k.max(), np.float64)
-    for v in range(n):
-        kv = k[v]
-        for s in range(kv):
-            bel[s] = theta[off[v] + s]
-        for j in range(ptr[v], ptr[v + 1]):
-            mi = moff[rev[j]]
-            for s in range(kv):
-                bel[s] += msg[mi + s]
-        for j in range(ptr[v], ptr[v + 1]):
-            w = nbr[j]
-            kw = k[w]
-            mi = moff[rev[j]]
-            mo = moff[j]
-            lo = np.inf
-            for sw in range(kw):
-                best = np.inf
-                for sv in range(kv):
-                    val = bel[sv] - msg[mi + sv] + _edge(eoff, ecost, edg[j], fst[j], kv, kw, sv, sw)
-                    if val < best:
-                        best = val
-                msg[mo + sw] = damp * msg[mo + sw] + (1.0 - damp) * best
-                lo = min(lo, msg[mo + sw])
-            for sw in range(kw):
-                msg[mo + sw] -= lo
-        b = 0
-        for s in range(kv):
-            if bel[s] < bel[b]:
-                b = s
-        x[v] = b
-    return x

@@ -1,7 +1,7 @@
-"""The contest search: usage prices per time step (Lagrangian relaxation) over exact and BP moves.
+"""The contest search: usage prices per time step (Lagrangian relaxation) over TRW-S and exact forest moves.
 
 One round: minimise cost + usage x price (summed over each segment's live
-steps) with a damped min-sum belief-propagation sweep (optional) and an exact
+steps) with a TRW-S pass (``trws``; optional) whose decoding seeds an exact
 induced-forest DP plus a spanning-forest proposal; then make a copy feasible
 (repair at the peak step) and polish it with one-node moves that respect the
 hard limit; keep the best feasible. Prices first grow where the relaxed
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spyreopt.contest import kernels as K
+from spyreopt.contest import trws as T
 from spyreopt.contest.reduce import Reduced
 
 
@@ -31,7 +32,7 @@ class Graph:
     edg: np.ndarray
     fst: np.ndarray  # True when node i is the edge's first node (row of the table)
     rev: np.ndarray  # the entry of the same edge in the neighbour's list
-    moff: np.ndarray  # offsets of the belief-propagation message along each entry (neighbour's strategies)
+    moff: np.ndarray  # offsets of the TRW-S message along each entry (neighbour's strategies)
 
 
 def build_graph(r: Reduced) -> Graph:
@@ -67,8 +68,8 @@ class Result:
 class Search:
     """State of one seeded search over a reduced instance."""
 
-    def __init__(self, r: Reduced, g: Graph, seed: int, use_bp: bool = True):
-        self.r, self.g, self.seed, self.use_bp = r, g, seed, use_bp
+    def __init__(self, r: Reduced, g: Graph, seed: int, use_trws: bool = True):
+        self.r, self.g, self.seed, self.use_trws = r, g, seed, use_trws
         self.rng = np.random.default_rng(seed)
         self.x = np.zeros(r.n, np.int64)
         self.lam = np.zeros(r.horizon, np.float64)
@@ -76,8 +77,7 @@ class Search:
         self.best = np.inf
         self.near, self.grow, self.add, self.decay = 0.02, 0.5, 0.01, 0.97
         self.share = 0.5
-        self.damp = 0.8
-        self.warm_bp = 100
+        self.warm = 10
         self.polyak, self.theta, self.best_dual, self.stall, self.stall_max = True, 1.0, -np.inf, 0, 20
         self.msg = np.zeros(g.moff[-1], np.float64)
 
@@ -104,14 +104,26 @@ class Search:
             self.x = y
         return changed
 
-    def _bp(self, pens: np.ndarray) -> None:
-        """A damped min-sum BP sweep on cost + prices; its decoding, when it lowers the priced cost, replaces x."""
+    def _trws(self, pens: np.ndarray) -> None:
+        """A TRW-S forward and backward pass on cost + prices; its decoding, improved by forest DP, replaces x
+        when it lowers the priced cost."""
         r, g = self.r, self.g
-        y = K.bp_sweep(self.msg, g.moff, g.rev, r.cost + pens, self.damp, r.k, r.off, g.ptr, g.nbr, g.edg, g.fst,
+        y = np.zeros(r.n, np.int64)
+        T.trws_iterate(self.msg, g.moff, g.rev, r.cost + pens, 1, y, r.k, r.off, g.ptr, g.nbr, g.edg, g.fst,
                        r.eoff, r.ecost)  # fmt: skip
+        self._dp_from(y, pens)
+
+    def _dp_from(self, y: np.ndarray, pens: np.ndarray) -> None:
+        """Forest DP from y; kept in place of x when it lowers the priced cost."""
+        r = self.r
+        old = self.x
+        self.x = y
+        for _ in range(2):
+            if self._dp(pens) == 0:
+                break
         priced = (r.k, r.off, r.cost, r.ea, r.eb, r.eoff, r.ecost)
-        if K.priced_cost(y, pens, *priced) < K.priced_cost(self.x, pens, *priced):
-            self.x = y
+        if K.priced_cost(self.x, pens, *priced) >= K.priced_cost(old, pens, *priced):
+            self.x = old
 
     def _polyak_step(self, prof: np.ndarray, pens: np.ndarray) -> None:
         """Projected subgradient step on the prices, sized by the gap to the best feasible cost (Polyak)."""
@@ -183,10 +195,12 @@ class Search:
             self.best, self.best_x = self.cost(y), y
             t_best = time.monotonic() - t0
         zero = np.zeros(len(r.cost))
-        for _ in range(self.warm_bp if self.use_bp else 0):
-            self._bp(zero)
+        for _ in range(self.warm if self.use_trws else 0):
+            if time.monotonic() > deadline:
+                break
+            self._trws(zero)
         for _ in range(3):
-            if self._dp(zero) == 0:
+            if time.monotonic() > deadline or self._dp(zero) == 0:
                 break
         prof = self.profile(self.x)
         live = float(prof.sum())
@@ -222,8 +236,8 @@ class Search:
                 )
                 self.lam[~over] *= self.decay
             pens = self._pens()
-            if self.use_bp:
-                self._bp(pens)
+            if self.use_trws:
+                self._trws(pens)
             self._dp(pens)
             prof = self.profile(self.x)
         if self.best_x is not None:  # a last, longer polish of the best

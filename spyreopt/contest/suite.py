@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 from spyreopt.contest.evaluate import judge
-from spyreopt.contest.load import contest_table, read_document
+from spyreopt.contest.load import contest_table
 from spyreopt.contest.solve import solve_document
+from spyreopt.formats.iopddl import read_json
 
 NAMES = ["A", "B", "C", "G", "K", "L", "M", "N", "S"]
 
@@ -29,7 +30,7 @@ def run(
     rows = []
     for letter in names:
         start = time.monotonic()
-        doc = read_document(find_instance(data_dir, letter))
+        doc = read_json(find_instance(data_dir, letter))
         name = doc["problem"]["name"]
         limit = time_limit if time_limit is not None else table[name]["time_limit"]
         out = solve_document(doc, limit, seed=seed, start=start)

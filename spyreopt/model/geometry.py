@@ -117,14 +117,14 @@ def edge_quantities(
                 src = seen[key]
                 for k in ("inplace", "relayout_legal"):
                     flags[k][a, b] = flags[k][src]
-                for k in ("runs", "fan_in", "copy", "link", "hops"):
+                for k in _SLICE_FIELDS:
                     ints[k][a, b] = ints[k][src]
                 continue
             seen[key] = (a, b)
             ea = analyse_edge(lay_u, cons, lay_v, j, tensor, hw, coef)
             flags["inplace"][a, b], flags["relayout_legal"][a, b] = ea.inplace, ea.relayout_legal
-            ints["runs"][a, b], ints["fan_in"][a, b], ints["copy"][a, b] = ea.runs, ea.fan_in, ea.copy_bytes
-            ints["link"][a, b], ints["hops"][a, b], ints["ingress"][a, b] = ea.link_bytes, ea.hops, ea.ingress_bytes
+            for k, attr in _SLICE_FIELDS.items():
+                ints[k][a, b] = getattr(ea, attr)
     return EdgeQuantities(**flags, **ints)
 
 
@@ -139,6 +139,12 @@ def _base(lay, index: int) -> int:
     return index if lay.tile is None else lay.tile.base
 
 
+# quantity -> ``EdgeAnalysis`` field: what the slices of a layout pair decide, so a tiled pair copies all of them
+# from its untiled bases (one list, so a field added here cannot be left at zero for tiled pairs)
+_SLICE_FIELDS = {
+    "runs": "runs", "fan_in": "fan_in", "copy": "copy_bytes", "link": "link_bytes", "hops": "hops",
+    "ingress": "ingress_bytes",
+}  # fmt: skip
 _INT_FIELDS = (
     "read_bytes", "read_requests", "read_shared", "hbm_restick_bytes", "hbm_restick_requests", "lx_restick_bytes",
     "lx_restick_requests", "restick_copy", "runs", "fan_in", "copy", "link", "hops", "ingress",

@@ -11,6 +11,11 @@ and the simulator multicasts identical slices the same way.
 
 Only identical slices are shared (the slices of a division's grid either
 coincide or are disjoint); partial overlaps are charged per core.
+
+Inside a tiled loop an operand without the tiled dim, unless staged, is read
+again every iteration (``tiling_rules.rereads``): its distinct bytes, requests
+and shared bytes all count once per tile, as ``OpCandidates.hbm_read_bytes``
+counts them. That re-read is what staging saves.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 
 from spyreopt.model.candidates import Layout, OpCandidates, dma_requests
 from spyreopt.model.layout import box_padded_bytes
+from spyreopt.model.tiling_rules import rereads
 
 
 @dataclass(frozen=True)
@@ -32,18 +38,20 @@ class ReadSharing:
 
 
 def read_sharing(cands: OpCandidates, lay: Layout, j: int, stick: int) -> ReadSharing:
-    """How the cores of ``lay`` read operand j (stored with stick dim ``stick``) from device memory."""
-    key = ("sharing", id(lay), j, stick)
+    """How the cores of ``lay`` read operand j (stored with stick dim ``stick``) from device memory, every
+    iteration's re-read counted."""
+    key = ("sharing", lay.division.factors, lay.stick, lay.tile, j, stick)  # what it depends on, never an id
     held = cands._sizes.get(key)
     if held is not None:
         return held
     base = cands.g.tensors[cands.refs[j].base]
     eb, sb = base.elem_bytes, cands.hw.stick_bytes
+    again = rereads(cands.space, lay.tile, j)
     readers = Counter(box for _, box in lay.reads[j])
     distinct = sum(box_padded_bytes(b, stick, eb, sb) for b in readers)
     requests = sum(dma_requests(b, base.shape, stick, eb, cands.hw) for b in readers)
-    shared = tuple((c, box_padded_bytes(b, stick, eb, sb) if readers[b] > 1 else 0) for c, b in lay.reads[j])
-    out = ReadSharing(distinct, requests, shared)
+    shared = tuple((c, box_padded_bytes(b, stick, eb, sb) * again if readers[b] > 1 else 0) for c, b in lay.reads[j])
+    out = ReadSharing(distinct * again, requests * again, shared)
     cands._sizes[key] = out
     return out
 

@@ -2,7 +2,11 @@
 
 Before the first tile every staged tensor is read from device memory once, each
 core its block (held on chip for the whole loop; one stored in another stick
-goes through the core's DMA transpose unit on the way in). Iteration ``t`` then runs every
+goes through the core's DMA transpose unit on the way in). Every device-memory
+read of a loop, staging and prefetch included, follows the simulator's one rule:
+a block several cores read at once is served once and multicast (``sim_flows``),
+so ``device_read_bytes`` counts distinct bytes per read; an unstaged operand
+without the tiled dim is read again, so counted again, every tile. Iteration ``t`` then runs every
 op of the loop on tile ``t`` exactly as the simulator runs an op (``_Run.step``),
 on the tile's blocks (``sim_loop.tile_step``): streamed operands (those with the
 tiled dim) are read from device memory per tile, operands without it are read
@@ -55,6 +59,16 @@ def _device(od) -> bool:
     return od.mode in ("leaf",) + DEVICE_MODES
 
 
+def _add_reads(jobs: dict[int, CoreJob], reads) -> None:
+    """Add ``_Run.multicast_reads`` to the cores' jobs: a slice several cores read is served once."""
+    for c, (nb, nq, shared, served) in reads:
+        job = jobs.setdefault(c, CoreJob(c))
+        job.read_served_bytes = job.served + served
+        job.read_bytes += nb
+        job.read_requests += nq
+        job.read_shared_bytes += shared
+
+
 def _hold(run: _Run, loop: Loop) -> tuple[list[tuple[int, int]], dict[int, CoreJob]]:
     """Reserve the staged tensors and the address-less accumulators; the staged tensors' load jobs."""
     hw, held, jobs = run.m.hw, [], {}
@@ -62,14 +76,13 @@ def _hold(run: _Run, loop: Loop) -> tuple[list[tuple[int, int]], dict[int, CoreJ
         if name not in run.in_device:
             raise PlanError(f"{loop.label}: stages tensor {name!r}, which was never written to device memory")
         t = run.trace.tensor(name)
-        for c, (box, stick, stored) in sorted(staged_boxes(loop, name).items()):
-            nb, nq = run._sizes(name, box, stored)
-            job = jobs.setdefault(c, CoreJob(c))
-            job.read_bytes += nb
-            job.read_requests += nq
+        blocks = sorted(staged_boxes(loop, name).items())
+        for how in sorted({x for _, (_, _, x) in blocks}):  # the stick it is stored in (one)
+            _add_reads(jobs, run.multicast_reads(name, [(c, b) for c, (b, _, x) in blocks if x == how], how))
+        for c, (box, stick, stored) in blocks:
             size = box_padded_bytes(box, stick, t.elem_bytes, hw.stick_bytes)
             if stick != stored:  # loaded through the DMA transpose unit into the stick the loop reads
-                job.compute_ns += run.m.transpose_ns(size // hw.stick_bytes)
+                jobs[c].compute_ns += run.m.transpose_ns(size // hw.stick_bytes)
             run.lx.reserve(c, size, f"staged tensor {name!r} of {loop.label}")
             held.append((c, size))
     for k, s in enumerate(loop.steps):
@@ -119,15 +132,11 @@ def run_loop(run: _Run, loop: Loop, t0: float) -> LoopTime:
                 if _device(od) and od.ref.base in loop.staged:
                     od = replace(od, mode="staged")
                 elif _device(od) and loop.varies(k, od):
-                    for c, box in od.boxes:
-                        nb, nq = run._sizes(od.ref.base, box, od.need_stick)
-                        if t == 0:
-                            streamed[c] += nb
-                        if buffered:
-                            job = prefetch.setdefault(c, CoreJob(c))
-                            job.read_bytes += nb
-                            job.read_requests += nq
+                    reads = run.multicast_reads(od.ref.base, od.boxes, od.need_stick)
+                    for c, (nb, _, _, _) in reads if t == 0 else ():
+                        streamed[c] += nb
                     if buffered:
+                        _add_reads(prefetch, reads)
                         od = replace(od, mode="prefetched")
                 ops.append(od)
             lx.release(s.index)  # tiles die within the iteration at their last reader, as in the schedule

@@ -180,7 +180,6 @@ class _Run:
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"
             )
-        readers = Counter(box for _, box in od.boxes)  # identical slices are multicast (``sim_flows``)
         for c, box in od.boxes:
             if od.need_stick != od.stored_stick:
                 job = mv.stage_in.setdefault(c, CoreJob(c))
@@ -188,11 +187,19 @@ class _Run:
                 wb, wq = self._sizes(od.ref.base, box, od.need_stick)
                 job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
                 job.compute_ns += self.m.transpose_ns(wb // self.m.hw.stick_bytes)
-            nb, nq = self._sizes(od.ref.base, box, od.need_stick)
-            mv.main[c][0] += nb
-            mv.main[c][1] += nq
-            mv.main[c][2] += nb if readers[box] > 1 else 0
-            mv.main[c][3] += nb / readers[box]
+        for c, read in self.multicast_reads(od.ref.base, od.boxes, od.need_stick):
+            for x, v in enumerate(read):
+                mv.main[c][x] += v
+
+    def multicast_reads(self, tensor: str, boxes, stick: int) -> list[tuple[int, tuple[int, int, int, float]]]:
+        """Per (core, box) read from device memory: (bytes, requests, bytes other cores read too, device-memory
+        bytes serving it). Identical slices are served once and multicast (``sim_flows``)."""
+        readers = Counter(box for _, box in boxes)
+        out = []
+        for c, box in boxes:
+            nb, nq = self._sizes(tensor, box, stick)
+            out.append((c, (nb, nq, nb if readers[box] > 1 else 0, nb / readers[box])))
+        return out
 
     def _scratchpad_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
         """Read in place, or gather a relayout (ring) or restickify (staged through device memory) copy."""

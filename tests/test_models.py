@@ -11,6 +11,7 @@ import pytest
 
 import spyreopt as so
 from spyreopt.cli import main
+from spyreopt.hw.sim_numpy import random_inputs
 from spyreopt.models import decoder, preset, presets
 
 SMALL = {"hidden": 32, "heads": 4, "kv_heads": 2, "intermediate": 64}  # head_dim 8, 2 query heads per kv head
@@ -97,7 +98,7 @@ def _llama_numpy(v: dict, g: so.Graph, heads: int, kv: int, cache: bool) -> np.n
 def test_gqa_and_rope_compute_a_llama_layer(phase):
     seq, ctx = (6, None) if phase == "prefill" else (1, 10)
     g = decoder(1, **SMALL, seq=seq, phase=phase, context=ctx, dtype="fp32")
-    values = so.hw.sim_numpy.random_inputs(g, seed=3)
+    values = random_inputs(g, seed=3)
     pos = np.arange(seq)[:, None] + (ctx - seq if ctx else 0)
     angle = pos / 10000.0 ** (np.arange(4) / 4)  # [seq, d/2]
     c, s = np.cos(angle), np.sin(angle)

@@ -208,7 +208,7 @@ def random_config(family: str, r: random.Random, hw: HardwareSpec, dtype: str | 
         dt = dtype or r.choice(DTYPES)
         try:
             graph = build_graph(family, kind, shapes, dt, pre)
-            problem = Problem(graph, hw, ref, max_layouts=MAX_LAYOUTS)
+            problem = Problem(graph, hw, ref, max_layouts=MAX_LAYOUTS, tiling=False)  # a Config records no loop
         except GraphError:
             continue
         a = _draw_assignment(problem, family, r)

@@ -342,12 +342,13 @@ def llama_mlp(tokens: int = 512) -> so.Graph:
     return get("prefill_swiglu", tokens=tokens, d_model=4096, d_ff=14336)
 
 
-def test_an_intermediate_is_large_by_its_producers_fastest_layout_not_its_even_split():
+def test_an_intermediate_is_large_when_its_producers_fastest_layout_cannot_keep_it():
     g, hw = llama_mlp(), so.HardwareSpec()
     ops = [o for o in g.ops.values() if o.kind != "view"]
     gate = g.ops["gate"].output
     sizes = output_footprints(g, ops, hw, default())
-    assert g.tensors[gate].nbytes // hw.cores <= LARGE_FRACTION * hw.planner_lx_bytes < sizes[gate]
+    assert g.tensors[gate].nbytes // hw.cores <= LARGE_FRACTION * hw.planner_lx_bytes
+    assert sizes[gate] > hw.planner_lx_bytes  # its fastest layout cannot keep it on chip: a loop may
     p = Problem(g)
     assert p.step["gate"] in p.tile_scope and p.step["silu"] in p.tile_scope
     # the loop may go on to the op reducing the gated product: the down projection, over its k

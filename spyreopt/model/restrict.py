@@ -305,11 +305,10 @@ def _tiling_of(lay: Layout) -> tuple[int, int] | None:
 
 
 def pinned_tiled_layouts(oc: OpCandidates, tiling: Mapping[str, Any]) -> list[Layout]:
-    """Every legal tiled version (staged or not) of the op's untiled layouts for a pinned tiling, or PlanError
-    saying why none."""
+    """Every legal tiled version of the op's untiled layouts for a pinned tiling, or PlanError saying why none."""
     dim, tiles = parse_tiling(oc, dict(tiling))
     bases = [b for b, lay in enumerate(oc.layouts) if lay.tile is None]
-    tiled = [lay for b in bases for st in (False, True) if (lay := tiled_layout(oc, b, dim, tiles, st)) is not None]
+    tiled = [lay for b in bases if (lay := tiled_layout(oc, b, dim, tiles)) is not None]
     if not tiled:
         checked_tiled_layout(oc, bases[0], dim, tiles)  # raises PlanError with the rule
     return [oc.layouts[b] for b in bases] + tiled

@@ -31,7 +31,7 @@ import numpy as np
 
 from spyreopt.costmodel import loops as cl
 from spyreopt.errors import PlanError
-from spyreopt.model.candidates import Layout, OpCandidates, resolve
+from spyreopt.model.candidates import Layout, OpCandidates, op_signature, resolve
 from spyreopt.model.formulation import Edge
 from spyreopt.model.plan import LoopPlan
 from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
@@ -116,8 +116,6 @@ def output_footprints(graph, ops, hw, coef) -> dict[str, int]:
     its fastest layout alone, whose k split keeps a partial sum of the whole output slice per core, far above
     an even split; else (and for a tensor that whole takes at most ``LARGE_FRACTION`` of a scratchpad) the
     even split."""
-    from spyreopt.model.candidates import OpCandidates, op_signature
-
     read = {resolve(graph, x).base for o in ops for x in o.inputs}
     seen: dict[tuple, int] = {}
     out = {}

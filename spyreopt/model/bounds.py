@@ -35,9 +35,9 @@ def _tiling_scope(problem: Problem) -> str:
         return ""
     counts = ", ".join(str(t) for t in problem.tile_counts)
     return (
-        f"; tiled loops over {counts} tiles only around intermediates of which the producer's fastest layout keeps "
-        f"more than half a scratchpad per core, per (dim, count, staged) the {KEEP_PER_TILING} layouts fastest alone "
-        "and those with every core on one dim"
+        f"; tiled loops over {counts} tiles only around intermediates over half a scratchpad per core split evenly "
+        "or over a whole one in their producing matmul's fastest layout, per (dim, count, staged) the "
+        f"{KEEP_PER_TILING} layouts fastest alone and those with every core on one dim"
     )
 
 

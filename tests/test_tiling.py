@@ -13,10 +13,19 @@ import pytest
 
 import spyreopt as so
 from spyreopt.costmodel import spyre
+from spyreopt.costmodel.coefficients import default
 from spyreopt.errors import PlanError
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, staged_tensors_of, tiled_layout
+from spyreopt.model.tiling import (
+    LARGE_FRACTION,
+    edge_loop_classes,
+    guard_edges,
+    node_interval,
+    output_footprints,
+    staged_tensors_of,
+    tiled_layout,
+)
 from spyreopt.model.tiling_rules import Tile, tile_reason
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner
@@ -327,3 +336,35 @@ def test_a_cached_tiled_plan_is_relabelled_with_its_loops(tmp_path):
     assert again.stats["timing"]["cache"]["hit"] and first.loops
     assert again.loops[0].ops == ["b_neg", "b_exp"] and set(again.loops[0].op_dims) == {"b_neg", "b_exp"}
     again.validate()
+
+
+def llama_mlp(tokens: int = 512) -> so.Graph:
+    """A prefill SwiGLU MLP at Llama-3-8B shapes: the projections' fastest layouts split k, so each core keeps
+    a partial sum of the whole n slice, far more than an even split of the intermediate."""
+    from spyreopt.workloads import get
+
+    return get("prefill_swiglu", tokens=tokens, d_model=4096, d_ff=14336)
+
+
+def test_an_intermediate_is_large_when_its_producers_fastest_layout_cannot_keep_it():
+    g, hw = llama_mlp(), so.HardwareSpec()
+    ops = [o for o in g.ops.values() if o.kind != "view"]
+    gate = g.ops["gate"].output
+    sizes = output_footprints(g, ops, hw, default())
+    assert g.tensors[gate].nbytes // hw.cores <= LARGE_FRACTION * hw.planner_lx_bytes
+    assert sizes[gate] > hw.planner_lx_bytes  # its fastest layout cannot keep it on chip: a loop may
+    p = Problem(g)
+    assert p.step["gate"] in p.tile_scope and p.step["silu"] in p.tile_scope
+    # the loop may go on to the op reducing the gated product: the down projection, over its k
+    down = p.step["down"]
+    assert p.cands[down].space.dims.index("k") in p.tile_scope[down]
+
+
+def test_a_loop_can_take_layouts_other_than_each_ops_fastest_alone():
+    """At Llama-3-8B shapes the loop that pays keeps the down projection's division that needs its partial
+    sums on chip, not its fastest alone: with one layout per tiling the planner found no loop."""
+    g = llama_mlp()
+    tiled = so.solve(g, backend="cpsat", time_limit=30)
+    flat = so.solve(g, backend="cpsat", time_limit=30, forbid=("tiling",))
+    assert tiled.loops and tiled.cost_us < flat.cost_us
+    tiled.validate()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.model.problem import Problem
+from spyreopt.model.tiling import KEEP_PER_TILING
 
 
 def candidate_scope(problem: Problem) -> str:
@@ -34,8 +35,9 @@ def _tiling_scope(problem: Problem) -> str:
         return ""
     counts = ", ".join(str(t) for t in problem.tile_counts)
     return (
-        f"; tiled loops over {counts} tiles only for ops writing or reading an intermediate larger than half a "
-        "scratchpad per core, per (dim, count, staged) the layout fastest alone and those with every core on one dim"
+        f"; tiled loops over {counts} tiles only around intermediates over half a scratchpad per core split evenly "
+        "or over a whole one in their producing matmul's fastest layout, per (dim, count, staged) the "
+        f"{KEEP_PER_TILING} layouts fastest alone and those with every core on one dim"
     )
 
 

@@ -45,9 +45,8 @@ from spyreopt.model.tiling import (
     loop_residencies,
     parse_tiling,
     staged_tensors_of,
-    tile_counts,
     tiled_layouts,
-    tiling_scope,
+    tiling_plan,
 )
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
@@ -142,9 +141,9 @@ class Problem:
         self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self._memo: dict = {}
         refs = [tuple(resolve(graph, x) for x in o.inputs) for o in self.ops]
-        scope = tiling_scope(graph, self.ops, self.hw, refs) if tiling else {}
+        scope, counts = tiling_plan(graph, self.ops, self.hw, refs, self.coef) if tiling else ({}, ())
         self.tile_scope = {i: d for i, d in scope.items() if not (fixed and self.ops[i].name in fixed)}
-        self.tile_counts = tile_counts(graph, self.ops, self.hw) if self.tile_scope else ()
+        self.tile_counts = counts if self.tile_scope else ()
         self.sig = self._signatures()
         self.cands = self._layouts(max_layouts)
         self.edges = self._edges()

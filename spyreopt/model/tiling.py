@@ -31,14 +31,16 @@ import numpy as np
 
 from spyreopt.costmodel import loops as cl
 from spyreopt.errors import PlanError
-from spyreopt.model.candidates import Layout, OpCandidates
+from spyreopt.model.candidates import Layout, OpCandidates, op_signature, resolve
 from spyreopt.model.formulation import Edge
 from spyreopt.model.plan import LoopPlan
 from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
 
-KEEP_PER_TILING = 1  # layouts kept per (dim, tile count, staged) besides the aligned ones: the fastest alone
-LARGE_FRACTION = 0.5  # an op is large when its output, split over every core, exceeds this much of the scratchpad
-TILE_TARGET = 0.25  # the tile counts searched centre on one tile of a large output taking this much of it
+KEEP_PER_TILING = 4  # tiled layouts kept per (dim, tile count, staged) besides the aligned ones, fastest alone
+# first: a loop's best division is often not an op's fastest (a partial sum that fits only inside the loop, a
+# division its neighbours can pass tiles to); one per tiling found no loop on a Llama-3-8B MLP, four does
+LARGE_FRACTION = 0.5  # an intermediate is large when, split over every core, it takes more than this much
+TILE_TARGET = 0.25  # the tile counts searched centre on one tile of a large intermediate taking this much
 
 
 def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout | None:
@@ -109,28 +111,67 @@ def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, stage
 
 
 # ---- which ops tile, and over what -------------------------------------------------------------
-def large_tensors(graph, ops, hw, refs) -> set[str]:
-    """Intermediates (outputs some op reads) that, split over every core, take more than ``LARGE_FRACTION``
-    of a scratchpad: only these are worth keeping on chip a tile at a time."""
-    limit = LARGE_FRACTION * hw.planner_lx_bytes
-    read = {r.base for rs in refs for r in rs}
-    return {o.output for o in ops if o.output in read and graph.tensors[o.output].nbytes / hw.cores > limit}
+def output_footprints(graph, ops, hw, coef) -> dict[str, int]:
+    """Per intermediate (an output some op reads), the per-core bytes its producer keeps of it: for a matmul
+    its fastest layout alone, whose k split keeps a partial sum of the whole output slice per core, far above
+    an even split; else (and for a tensor that whole takes at most ``LARGE_FRACTION`` of a scratchpad) the
+    even split."""
+    read = {resolve(graph, x).base for o in ops for x in o.inputs}
+    seen: dict[tuple, int] = {}
+    out = {}
+    for o in ops:
+        nbytes = graph.tensors[o.output].nbytes
+        if o.output not in read or o.kind == "reshape":
+            continue
+        if o.kind != "matmul" or nbytes <= LARGE_FRACTION * hw.planner_lx_bytes:
+            out[o.output] = -(-nbytes // hw.cores)
+            continue
+        sig = op_signature(graph, o)
+        if sig not in seen:
+            oc = OpCandidates(graph, o, hw, coef, 1)
+            fastest = min(oc.layouts, key=lambda lay: (round(oc._isolated_ns(lay), 6), lay.division.factors))
+            seen[sig] = fastest.footprint
+        out[o.output] = max(seen[sig], -(-nbytes // hw.cores))
+    return out
 
 
-def tiling_scope(graph, ops, hw, refs) -> dict[int, tuple[int, ...]]:
-    """Op index -> the iteration dims it may tile: ops with a large output, and ops reading one (so the large
-    tensor can stay on chip between them); a matmul's k only when it reads a large operand along k."""
+def tiling_plan(graph, ops, hw, refs, coef) -> tuple[dict[int, tuple[int, ...]], tuple[int, ...]]:
+    """The ops that may tile (``tiling_scope``) and the tile counts searched (``tile_counts``)."""
+    sizes = output_footprints(graph, ops, hw, coef)
+    scope = tiling_scope(graph, ops, hw, refs, sizes)
+    return scope, (tile_counts(graph, ops, hw, sizes) if scope else ())
+
+
+def large_tensors(graph, ops, hw, sizes: dict[str, int]) -> set[str]:
+    """Intermediates that, split over every core, take more than ``LARGE_FRACTION`` of a scratchpad, or that
+    their producer's fastest layout cannot keep on chip at all: only these are worth a tile at a time."""
+    half, cap = LARGE_FRACTION * hw.planner_lx_bytes, hw.planner_lx_bytes
+    return {
+        o.output
+        for o in ops
+        if o.output in sizes and (graph.tensors[o.output].nbytes / hw.cores > half or sizes[o.output] > cap)
+    }
+
+
+def tiling_scope(graph, ops, hw, refs, sizes: dict[str, int]) -> dict[int, tuple[int, ...]]:
+    """Op index -> the iteration dims it may tile: ops with a large output, ops reading one (so the large
+    tensor can stay on chip between them), and matmuls reducing over k the output of an op reading one (so the
+    loop can go on to accumulate it, as a down projection after a gated product); a matmul's k only when it
+    reads such an operand along k."""
     from spyreopt.model.opspace import op_space
 
-    large = large_tensors(graph, ops, hw, refs)
+    large = large_tensors(graph, ops, hw, sizes)
+    near = {o.output for i, o in enumerate(ops) if any(r.base in large for r in refs[i])}
     out: dict[int, tuple[int, ...]] = {}
     for i, o in enumerate(ops):
         if o.kind == "reshape":
             continue
-        reads = [j for j, r in enumerate(refs[i]) if r.base in large]
+        space = op_space(graph, o)
+        reduce_near = [j for j, r in enumerate(refs[i]) if r.base in near and o.kind == "matmul"]
+        reduce_near = [j for j in reduce_near if any(space.reduction[d] for d in space.operand_maps[j])]
+        reads = [j for j, r in enumerate(refs[i]) if r.base in large] + reduce_near
         if o.output not in large and not reads:
             continue
-        space = op_space(graph, o)
         dims = []
         for d, (e, red) in enumerate(zip(space.extents, space.reduction)):
             if e < 2:
@@ -143,11 +184,12 @@ def tiling_scope(graph, ops, hw, refs) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def tile_counts(graph, ops, hw) -> tuple[int, ...]:
-    """The tile counts searched: around the count that brings one tile of the largest output to
-    ``TILE_TARGET`` of the scratchpad (a few powers of two, so the candidate count stays small)."""
-    biggest = max((graph.tensors[o.output].nbytes for o in ops), default=0)
-    per_core = biggest / hw.cores
+def tile_counts(graph, ops, hw, sizes: dict[str, int]) -> tuple[int, ...]:
+    """The tile counts searched: around the count that brings one tile of the largest intermediate (as its
+    producer's fastest layout keeps it) to ``TILE_TARGET`` of the scratchpad (a few powers of two, so the
+    candidate count stays small)."""
+    large = large_tensors(graph, ops, hw, sizes)
+    per_core = max((sizes[t] for t in large), default=0)
     need = next((t for t in TILE_COUNTS if per_core / t <= TILE_TARGET * hw.planner_lx_bytes), TILE_COUNTS[-1])
     return tuple(t for t in TILE_COUNTS if need // 2 <= t <= need * 2)
 

@@ -49,10 +49,15 @@ class FastView(LocalView):
             return floats[id(a)]
 
         self._alts = [
-            [(flt(alt.unary), [(f.edges[k].u, f.edges[k].v, flt(t)) for k, t in alt.edge_parts]) for alt in m.alternatives]
+            [
+                (flt(alt.unary), [(f.edges[k].u, f.edges[k].v, flt(t)) for k, t in alt.edge_parts])
+                for alt in m.alternatives
+            ]
             for m in f.max_terms
         ]
-        self._inc = [[(f.edges[k].u, f.edges[k].v, self.edge_costs[k], f.edges[k].allowed) for k in ks] for ks in self.incident]
+        self._inc = [
+            [(f.edges[k].u, f.edges[k].v, self.edge_costs[k], f.edges[k].allowed) for k in ks] for ks in self.incident
+        ]
 
     def candidate_costs(self, i: int, a) -> np.ndarray:
         vec = self.node_costs[i].copy()

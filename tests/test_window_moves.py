@@ -15,7 +15,14 @@ from spyreopt.model.problem import Problem
 from spyreopt.solvers import greedy
 from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.presolve.limits import memory_limit
-from spyreopt.solvers.window_moves import WindowSearch, build_window, peak_entries, solve_window, window_value
+from spyreopt.solvers.window_moves import (
+    WindowSearch,
+    build_window,
+    local_objective,
+    peak_entries,
+    solve_window,
+    window_value,
+)
 from spyreopt.testing.formulations import random_formulation
 from spyreopt.testing.strategies import formulations
 from spyreopt.testing.synthetic import layered_dag, residual_stack
@@ -55,6 +62,8 @@ def check_window_exact(f, a, nodes) -> None:
     assert f.evaluate(b) == window_brute_force(f, a, nodes)
     # the window's factors are exactly the objective terms that read a window node
     assert value - window_value(w, [a[i] for i in nodes]) == f.evaluate(b) - f.evaluate(a)
+    view = LocalView(f)
+    assert local_objective(view, b, nodes) - local_objective(view, a, nodes) == f.evaluate(b) - f.evaluate(a)
 
 
 def test_the_window_optimum_equals_brute_force_on_seeded_formulations():

@@ -34,6 +34,8 @@ from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.local import INF, LocalView
 from spyreopt.solvers.window_moves import WIDTH, WindowSearch
 
+WINDOW_SHARE = 0.8  # window moves stop at this share of the time limit, leaving the rest to placement
+
 
 class FastView(LocalView):
     """``LocalView`` with the same candidate costs, bit for bit (same float64 operations in the same
@@ -253,9 +255,10 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
     descend(view, a, prof, deadline, dependents, np.ones(len(a), dtype=bool))
     windows = WindowSearch(view, width=options.get("window", WIDTH))
     active = np.ones(len(a), dtype=bool)
-    while time.perf_counter() < deadline:  # window moves, then descent from where they left, until neither moves
+    stop = start + WINDOW_SHARE * time_limit  # the rest of the time is placement's
+    while time.perf_counter() < stop:  # window moves, then descent from where they left, until neither moves
         before = list(a)
-        moved = windows.sweep(a, prof, active, deadline)
+        moved = windows.sweep(a, prof, active, stop)
         if not moved:
             break
         descend(view, a, prof, deadline, dependents, _touched(moved, dependents, len(a)))

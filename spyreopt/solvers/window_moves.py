@@ -16,24 +16,28 @@ the window are dropped (arc consistency, exact). A window whose largest state
 table would exceed ``CAP`` entries is shrunk, which bounds the work per window.
 
 Memory is a constraint across the whole schedule, so the pass first ignores it;
-when its optimum overflows, it runs again restricted to candidates and pairs
-whose buffers do not grow (then no step can overflow). A move is accepted only
-when ``Formulation.evaluate`` strictly decreases and the formulation's own
-``violations`` (at the greedy's memory limit, addresses left to placement) are
-empty.
+while its optimum overflows, it runs again with each byte held at an overflowing
+step priced (a Lagrangian, prices doubling), and last restricted to candidates
+and pairs whose buffers do not grow (then no step can overflow). A move is
+accepted only when the objective strictly decreases, counted in exact integers
+over every term that reads the window (``local_objective``: the difference of
+``Formulation.evaluate``, without its O(n) pass per move), every pair it touches
+is allowed and the exact usage profile stays within greedy's memory limit
+(addresses are left to placement, as for every greedy move).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from spyreopt.model.formulation import Formulation
+from spyreopt.model.formulation import Formulation, affine_value
 from spyreopt.solvers.local import INF, LocalView
 
 WIDTH = 8  # nodes per window
+STRIDE = 2  # windows start every STRIDE nodes: every run of WIDTH - STRIDE + 1 consecutive nodes is in one
 CAP = 1 << 22  # entries of the largest table one window may build (float64: 32 MiB)
 PRICE_ROUNDS = 8  # re-solves of a window with memory priced, before the restricted one
 
@@ -50,31 +54,23 @@ class Window:
 
     nodes: list[int]
     domains: list[np.ndarray]  # candidate indices per position
-    factors: list[Factor]
+    factors: list[Factor]  # first one unary factor per position, in order
+    held: list[tuple[int, tuple[int, int], np.ndarray]]  # buffers: (factor index, interval, bytes over its table)
 
 
-def _held(cum: np.ndarray | None, interval: tuple[int, int]) -> float:
-    """The memory price of one byte held over ``interval`` (prefix sums ``cum`` of the per-step prices)."""
-    if cum is None or interval[1] <= interval[0]:
-        return 0.0
-    return float(cum[interval[1]] - cum[interval[0]])
-
-
-def _unary(
-    view: LocalView, a, nodes: list[int], pos: dict[int, int], restrict: bool, cum: np.ndarray | None
-) -> list[np.ndarray]:
-    """Per window node: node cost, self edges and edges to fixed nodes (inf where forbidden or, restricted, growing),
-    plus the memory price of the buffers they hold."""
+def _unary(view: LocalView, a, nodes: list[int], pos: dict[int, int], restrict: bool):
+    """Per window node: node cost, self edges and edges to fixed nodes (inf where forbidden or, restricted,
+    growing), and the buffers it holds as (interval, bytes per candidate)."""
     f = view.f
-    out = []
+    costs, held = [], []
     for i in nodes:
         n = f.nodes[i]
         vec = view.node_costs[i].copy()
-        if restrict and n.interval[1] > n.interval[0]:
-            vec[n.usages > n.usages[a[i]]] = INF
-        price = _held(cum, n.interval)
-        if price:
-            vec += price * n.usages
+        bufs = []
+        if n.interval[1] > n.interval[0]:
+            bufs.append((n.interval, n.usages))
+            if restrict:
+                vec[n.usages > n.usages[a[i]]] = INF
         for k in view.incident[i]:
             e = f.edges[k]
             if e.u == i and e.v == i:
@@ -90,13 +86,12 @@ def _unary(
             if e.allowed is not None:
                 vec[~e.allowed[rows, cols]] = INF
             if e.usages is not None and e.interval[1] > e.interval[0]:
+                bufs.append((e.interval, e.usages[rows, cols]))
                 if restrict:
                     vec[e.usages[rows, cols] > e.usages[a[e.u], a[e.v]]] = INF
-                price = _held(cum, e.interval)
-                if price:
-                    vec += price * e.usages[rows, cols]
-        out.append(vec)
-    return out
+        costs.append(vec)
+        held.append(bufs)
+    return costs, held
 
 
 def _pair_ok(f: Formulation, k: int, a, restrict: bool) -> np.ndarray:
@@ -107,16 +102,12 @@ def _pair_ok(f: Formulation, k: int, a, restrict: bool) -> np.ndarray:
     return ok
 
 
-def build_window(
-    view: LocalView, a, nodes: list[int], restrict: bool = False, prices: np.ndarray | None = None
-) -> Window | None:
+def build_window(view: LocalView, a, nodes: list[int], restrict: bool = False) -> Window | None:
     """The window problem over ``nodes`` (increasing schedule order), or None when no candidate combination is
-    allowed (restricted: none keeps memory from growing). ``prices`` (per time step, cost per byte) adds the
-    price of every window buffer to the objective: the Lagrangian of the memory limit."""
+    allowed (restricted: none keeps memory from growing)."""
     f = view.f
     pos = {i: p for p, i in enumerate(nodes)}
-    cum = None if prices is None else np.concatenate(([0.0], np.cumsum(prices)))
-    unary = _unary(view, a, nodes, pos, restrict, cum)
+    unary, held_by_node = _unary(view, a, nodes, pos, restrict)
     domains = [np.flatnonzero(np.isfinite(u)) for u in unary]
     inner = sorted({k for i in nodes for k in view.incident[i] if f.edges[k].u != f.edges[k].v}, key=int)
     inner = [k for k in inner if f.edges[k].u in pos and f.edges[k].v in pos]
@@ -127,7 +118,7 @@ def build_window(
         for k in inner:
             e = f.edges[k]
             pu, pv = pos[e.u], pos[e.v]
-            sub = ok[k][np.ix_(domains[pu], domains[pv])]
+            sub = ok[k][domains[pu]][:, domains[pv]]
             keep_u, keep_v = sub.any(axis=1), sub.any(axis=0)
             if not keep_u.all() or not keep_v.all():
                 domains[pu], domains[pv] = domains[pu][keep_u], domains[pv][keep_v]
@@ -135,19 +126,36 @@ def build_window(
     if any(len(d) == 0 for d in domains):
         return None
     factors = [Factor((p,), unary[p][domains[p]]) for p in range(len(nodes))]
+    held = [(p, interval, usage[domains[p]]) for p, bufs in enumerate(held_by_node) for interval, usage in bufs]
     for k in inner:
         e = f.edges[k]
         pu, pv = pos[e.u], pos[e.v]
-        table = np.where(ok[k], view.edge_costs[k], INF)
-        price = _held(cum, e.interval) if e.usages is not None else 0.0
-        if price:
-            table = table + price * e.usages
-        table = table[np.ix_(domains[pu], domains[pv])]
-        factors.append(Factor((pu, pv), table) if pu < pv else Factor((pv, pu), table.T))
+        table = np.where(ok[k], view.edge_costs[k], INF)[domains[pu]][:, domains[pv]]
+        usage = None
+        if e.usages is not None and e.interval[1] > e.interval[0]:
+            usage = e.usages[domains[pu]][:, domains[pv]]
+        if pu > pv:
+            table, usage = table.T, None if usage is None else usage.T
+        if usage is not None:
+            held.append((len(factors), e.interval, usage))
+        factors.append(Factor((min(pu, pv), max(pu, pv)), table))
     terms = sorted({t for i in nodes for t in view.terms[i]})
     for t in terms:
         factors.append(_max_factor(f, t, a, pos, domains))
-    return Window(nodes, domains, factors)
+    return Window(nodes, domains, factors, held)
+
+
+def priced(w: Window, prices: np.ndarray) -> Window:
+    """The window with every byte its buffers hold priced (``prices`` per time step, cost per byte): the
+    Lagrangian of the memory limit. Unary factors come first, so a held buffer names its factor by index."""
+    cum = np.concatenate(([0.0], np.cumsum(prices)))
+    factors = list(w.factors)
+    for index, (lo, hi), usage in w.held:
+        price = float(cum[hi] - cum[lo])
+        if price:
+            fac = factors[index]
+            factors[index] = Factor(fac.scope, fac.table + price * usage)
+    return Window(w.nodes, w.domains, factors, w.held)
 
 
 def _max_factor(f: Formulation, t: int, a, pos: dict[int, int], domains: list[np.ndarray]) -> Factor:
@@ -250,24 +258,37 @@ def window_value(w: Window, cands: list[int]) -> float:
     return float(sum(fac.table[tuple(idx[p] for p in fac.scope)] for fac in w.factors))
 
 
+def local_objective(view: LocalView, a, nodes: list[int]) -> int:
+    """Every objective term that reads a node of ``nodes``, exactly as ``Formulation.evaluate`` sums them: the
+    objective of two assignments differing only there differs by exactly this much."""
+    f = view.f
+    edges = sorted({k for i in nodes for k in view.incident[i]})
+    terms = sorted({t for i in nodes for t in view.terms[i]})
+    total = sum(int(f.nodes[i].costs[a[i]]) for i in nodes)
+    total += sum(int(f.edges[k].costs[a[f.edges[k].u], a[f.edges[k].v]]) for k in edges)
+    for t in terms:
+        m = f.max_terms[t]
+        total += max(affine_value(alt, m.node, f.edges, a) for alt in m.alternatives)
+    return total
+
+
 class WindowSearch:
     """Slides windows over the schedule, accepting exact window optima that strictly improve and stay feasible."""
 
-    def __init__(self, view: LocalView, width: int = WIDTH, cap: int = CAP):
-        self.view, self.width, self.cap = view, width, cap
-        f = view.f
-        self.check = replace(f, placement=None, usage_limit=view.limit, _incident={})  # addresses: later, by placement
-        self.stats = {"windows": 0, "accepted": 0, "rejected_memory": 0, "shrunk": 0}
-
-    def _best(
-        self, a, nodes: list[int], restrict: bool = False, prices: np.ndarray | None = None, w: Window | None = None
-    ) -> tuple[float, float, list[int]] | None:
-        """(optimum, current value, optimal candidates) of the window problem, None when it is empty or too big."""
-        w = w or build_window(self.view, a, nodes, restrict, prices)
-        if w is None or peak_entries(w) > self.cap:
-            return None
-        value, cands = solve_window(w)
-        return value, window_value(w, [a[i] for i in nodes]), cands
+    def __init__(self, view: LocalView, width: int = WIDTH, cap: int = CAP, stride: int = STRIDE):
+        self.view, self.width, self.cap, self.stride = view, width, cap, stride
+        self.stats = dict.fromkeys(
+            (
+                "windows",
+                "accepted",
+                "accepted_free",
+                "accepted_priced",
+                "accepted_restricted",
+                "rejected_memory",
+                "shrunk",
+            ),
+            0,
+        )
 
     def _profile_after(self, a, prof: np.ndarray, nodes: list[int], cands: list[int]) -> np.ndarray:
         view, trial, new = self.view, list(a), prof.copy()
@@ -276,16 +297,24 @@ class WindowSearch:
             trial[i] = s
         return new
 
-    def _accept(self, a: list[int], prof: np.ndarray, nodes: list[int], cands: list[int], new_prof) -> bool:
-        """Make the move when the formulation itself says it strictly improves and breaks no constraint."""
+    def _accept(self, a: list[int], prof: np.ndarray, nodes: list[int], cands: list[int], new_prof, how: str) -> bool:
+        """Make the move when it strictly lowers the objective (exact integers) and breaks no constraint: every
+        pair it touches allowed, every step within the memory limit (``new_prof``, the exact profile after it)."""
+        f, view = self.view.f, self.view
         trial = list(a)
         for i, s in zip(nodes, cands):
             trial[i] = s
-        if not (self.check.evaluate(trial) < self.check.evaluate(a) and not self.check.violations(trial)):
+        touched = {k for i in nodes for k in view.incident[i]}
+        if not all(f.edges[k].is_allowed(trial[f.edges[k].u], trial[f.edges[k].v]) for k in touched):
+            return False
+        if view.limit is not None and new_prof.max(initial=0) > view.limit:
+            return False
+        if not local_objective(view, trial, nodes) < local_objective(view, a, nodes):
             return False
         a[:] = trial
         prof[:] = new_prof
         self.stats["accepted"] += 1
+        self.stats[f"accepted_{how}"] += 1
         return True
 
     def try_window(self, a: list[int], prof: np.ndarray, nodes: list[int], w: Window | None = None) -> bool:
@@ -295,34 +324,49 @@ class WindowSearch:
         overflowing step priced (prices doubling each round); last, the optimum among the moves whose
         buffers do not grow."""
         self.stats["windows"] += 1
-        found = self._best(a, nodes, w=w)
-        if found is None or not found[0] < found[1]:
+        w = w or build_window(self.view, a, nodes)
+        if w is None:
+            return False
+        current = [a[i] for i in nodes]
+        value, cands = solve_window(w)
+        base = window_value(w, current)
+        if not value < base:
             return False  # not even ignoring memory: nothing better here
-        gain = found[1] - found[0]
+        gain = base - value
         prices = np.zeros(len(prof))
         limit = self.view.limit
         for round_ in range(PRICE_ROUNDS):
-            new_prof = self._profile_after(a, prof, nodes, found[2])
+            new_prof = self._profile_after(a, prof, nodes, cands)
             if limit is None or new_prof.max(initial=0) <= limit:
-                return self._accept(a, prof, nodes, found[2], new_prof)
+                if self._accept(a, prof, nodes, cands, new_prof, "priced" if round_ else "free"):
+                    return True
+                break
             self.stats["rejected_memory"] += 1
             over = np.maximum(new_prof - limit, 0).astype(np.float64)
             prices[over > 0] += gain / over.sum() * 2.0**round_
-            found = self._best(a, nodes, prices=prices)
-            if found is None or not found[0] < found[1]:
-                break
-        found = self._best(a, nodes, restrict=True)
-        if found is None or not found[0] < found[1]:
+            paid = priced(w, prices)
+            value, cands = solve_window(paid)
+            if not value < window_value(paid, current):
+                # then no move keeping every buffer at most its size improves either (prices are >= 0, so
+                # its priced value is at most its cost plus the current's price): skip the restricted pass
+                return False
+        tight = build_window(self.view, a, nodes, restrict=True)
+        if tight is None:
             return False
-        return self._accept(a, prof, nodes, found[2], self._profile_after(a, prof, nodes, found[2]))
+        value, cands = solve_window(tight)
+        if not value < window_value(tight, current):
+            return False
+        return self._accept(a, prof, nodes, cands, self._profile_after(a, prof, nodes, cands), "restricted")
 
     def sweep(self, a: list[int], prof: np.ndarray, active: np.ndarray, deadline: float) -> list[int]:
-        """One pass of windows ``[p, p + width)`` over the schedule, visiting those holding an active node (one
-        whose window problem may have changed); a window too big for ``cap`` is shrunk from its end. The nodes
-        moved."""
+        """One pass of windows ``[p, p + width)`` (every ``stride`` nodes, and the last) over the schedule,
+        visiting those holding an active node (one whose window problem may have changed); a window too big for
+        ``cap`` is shrunk from its end. The nodes moved."""
         n = len(a)
         before = list(a)
-        for p in range(max(n - self.width, 0) + 1 if n >= 2 else 0):
+        last = max(n - self.width, 0)
+        starts = sorted(set(range(0, last + 1, self.stride)) | {last}) if n >= 2 else []
+        for p in starts:
             if time.perf_counter() >= deadline:
                 break
             width = min(self.width, n - p)

@@ -228,16 +228,21 @@ def solve_window(w: Window) -> tuple[float, list[int]]:
     trail = []  # per step: kept axes, eliminated axes and their shape, argmin over the eliminated per kept state
     for t in range(len(w.nodes)):
         axes.append(t)
-        msg = msg[..., None] + np.zeros(len(w.domains[t]))
-        for fac in by_end[t]:
-            msg = msg + fac.table.reshape([fac.table.shape[fac.scope.index(p)] if p in fac.scope else 1 for p in axes])
+        msg = msg[..., None]
+        for j, fac in enumerate(by_end[t]):  # each holds t, so the first sum has every axis: add in place after
+            table = fac.table.reshape([fac.table.shape[fac.scope.index(p)] if p in fac.scope else 1 for p in axes])
+            if j:
+                msg += table
+            else:
+                msg = msg + table
         gone = [p for p in axes if last[p] <= t]
         kept = [p for p in axes if last[p] > t]
         if gone:
             moved = np.moveaxis(msg, [axes.index(p) for p in gone], range(len(axes) - len(gone), len(axes)))
             flat = moved.reshape(moved.shape[: len(kept)] + (-1,))
-            trail.append((tuple(kept), gone, moved.shape[len(kept) :], np.argmin(flat, axis=-1)))
-            msg = flat.min(axis=-1)
+            arg = np.argmin(flat, axis=-1)
+            trail.append((tuple(kept), gone, moved.shape[len(kept) :], arg))
+            msg = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
         axes = list(kept)
     choice: dict[int, int] = {}
     for kept, gone, shape, arg in reversed(trail):

@@ -74,24 +74,32 @@ def _unary(view: LocalView, a, nodes: list[int], pos: dict[int, int], restrict: 
         for k in view.incident[i]:
             e = f.edges[k]
             if e.u == i and e.v == i:
-                rows = np.arange(n.num_candidates)
-                cols = rows
+                pick = np.diagonal  # a self edge: both ends are i
             elif (e.v if e.u == i else e.u) in pos:
                 continue  # inside the window: a pair factor
             elif e.u == i:
-                rows, cols = np.arange(n.num_candidates), np.full(n.num_candidates, a[e.v])
+                pick = _column(a[e.v])
             else:
-                rows, cols = np.full(n.num_candidates, a[e.u]), np.arange(n.num_candidates)
-            vec += view.edge_costs[k][rows, cols]
+                pick = _row(a[e.u])
+            vec += pick(view.edge_costs[k])
             if e.allowed is not None:
-                vec[~e.allowed[rows, cols]] = INF
+                vec[~pick(e.allowed)] = INF
             if e.usages is not None and e.interval[1] > e.interval[0]:
-                bufs.append((e.interval, e.usages[rows, cols]))
+                usage = pick(e.usages)
+                bufs.append((e.interval, usage))
                 if restrict:
-                    vec[e.usages[rows, cols] > e.usages[a[e.u], a[e.v]]] = INF
+                    vec[usage > e.usages[a[e.u], a[e.v]]] = INF
         costs.append(vec)
         held.append(bufs)
     return costs, held
+
+
+def _column(j: int):
+    return lambda table: table[:, j]
+
+
+def _row(j: int):
+    return lambda table: table[j, :]
 
 
 def _pair_ok(f: Formulation, k: int, a, restrict: bool) -> np.ndarray:

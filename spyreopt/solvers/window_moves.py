@@ -182,12 +182,18 @@ def _max_factor(f: Formulation, t: int, a, pos: dict[int, int], domains: list[np
     best = None
     for alt in m.alternatives:
         val = np.zeros(shape)
-        val += along(m.node, alt.unary) if m.node in pos else float(alt.unary[a[m.node]])
+        fixed = 0  # the parts reading no window node: one integer, added once
+        if m.node in pos:
+            val += along(m.node, alt.unary)
+        else:
+            fixed += int(alt.unary[a[m.node]])
         for k, table in alt.edge_parts:
             e = f.edges[k]
-            if e.u in pos and e.v in pos and e.u != e.v:
+            if e.u not in pos and e.v not in pos:
+                fixed += int(table[a[e.u], a[e.v]])
+            elif e.u in pos and e.v in pos and e.u != e.v:
                 pu, pv = pos[e.u], pos[e.v]
-                sub = table[np.ix_(domains[pu], domains[pv])].astype(np.float64)
+                sub = table[domains[pu]][:, domains[pv]].astype(np.float64)
                 if pu > pv:
                     pu, pv, sub = pv, pu, sub.T
                 dims = [sub.shape[0] if q == pu else sub.shape[1] if q == pv else 1 for q in scope]
@@ -196,10 +202,9 @@ def _max_factor(f: Formulation, t: int, a, pos: dict[int, int], domains: list[np
                 val += along(e.u, np.diagonal(table))
             elif e.u in pos:
                 val += along(e.u, table[:, a[e.v]])
-            elif e.v in pos:
-                val += along(e.v, table[a[e.u], :])
             else:
-                val += float(table[a[e.u], a[e.v]])
+                val += along(e.v, table[a[e.u], :])
+        val += float(fixed)
         best = val if best is None else np.maximum(best, val)
     assert best is not None
     return Factor(scope, best)

@@ -218,16 +218,24 @@ def _last_use(w: Window) -> list[int]:
     return last
 
 
-def peak_entries(w: Window) -> int:
-    """The largest table the elimination builds: the state, plus the node entering it."""
+def step_entries(w: Window) -> list[int]:
+    """Per position, the largest table its elimination step builds: the state with the node entering it, or a
+    factor ending there."""
     last = _last_use(w)
+    sizes = [1] * len(w.nodes)
+    for fac in w.factors:
+        sizes[fac.scope[-1]] = max(sizes[fac.scope[-1]], fac.table.size)
     axes: list[int] = []
-    peak = max((fac.table.size for fac in w.factors), default=1)
     for t in range(len(w.nodes)):
         axes.append(t)
-        peak = max(peak, int(np.prod([len(w.domains[p]) for p in axes], dtype=np.float64)))
+        sizes[t] = max(sizes[t], int(np.prod([len(w.domains[p]) for p in axes], dtype=np.float64)))
         axes = [p for p in axes if last[p] > t]
-    return peak
+    return sizes
+
+
+def peak_entries(w: Window) -> int:
+    """The largest table the elimination builds."""
+    return max(step_entries(w), default=1)
 
 
 def solve_window(w: Window) -> tuple[float, list[int]]:
@@ -379,7 +387,7 @@ class WindowSearch:
     def sweep(self, a: list[int], prof: np.ndarray, active: np.ndarray, deadline: float) -> list[int]:
         """One pass of windows ``[p, p + width)`` (every ``stride`` nodes, and the last) over the schedule,
         visiting those holding an active node (one whose window problem may have changed); a window too big for
-        ``cap`` is shrunk from its end. The nodes moved."""
+        ``cap`` is cut before its first step over it. The nodes moved."""
         n = len(a)
         before = list(a)
         last = max(n - self.width, 0)
@@ -392,9 +400,13 @@ class WindowSearch:
                 continue
             while width >= 2:
                 w = build_window(self.view, a, list(range(p, p + width)))
-                if w is None or peak_entries(w) <= self.cap:
+                if w is None:
                     break
-                width -= 1
+                sizes = step_entries(w)
+                if max(sizes) <= self.cap:
+                    break
+                # cut before the first step over the cap (a shorter window may prune less: checked again)
+                width = min(width - 1, max(next(t for t, size in enumerate(sizes) if size > self.cap), 2))
                 self.stats["shrunk"] += 1
             if width >= 2 and w is not None:
                 self.try_window(a, prof, list(range(p, p + width)), w)

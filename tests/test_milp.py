@@ -272,7 +272,7 @@ def test_swiglu_prefill_both_exact_backends_agree_at_the_cheaper_plan():
     # which is what this test needs whatever the shipped coefficients become
     problem = so.Problem(g, coefficients=reference_coefficients())
     plans = {b: so.solve(problem, backend=b, time_limit=60, seed=0) for b in ("cpsat", "milp")}
-    start = so.solve(problem, backend="greedy", seed=0)
+    start = so.solve(problem, backend="greedy", seed=0, window=1)  # descent alone: window moves reach 3738.84 too
     for plan in plans.values():
         plan.validate()
         assert plan.status == "optimal" and plan.bound_us == plan.cost_us

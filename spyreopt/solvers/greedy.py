@@ -5,7 +5,9 @@
    (neighbours not yet fixed count at their best pair).
 2. Coordinate descent: revisit nodes in schedule order and move each to its best
    candidate with the rest fixed, while the memory limit holds, until a pass
-   changes nothing.
+   changes nothing; then window moves (``window_moves``: a window of consecutive
+   nodes re-optimised exactly, the rest fixed, which finds the changes that pay
+   only together, such as a tiled loop) and descent again, until neither moves.
 3. Memory: while a step is over the limit, take the change that frees the most
    bytes per unit of cost added (residency by benefit per byte).
 4. Addresses by the placement engine, spilling the farthest-ending buffer when
@@ -30,6 +32,9 @@ from spyreopt.errors import InfeasibleError
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.local import INF, LocalView
+from spyreopt.solvers.window_moves import WIDTH, WindowSearch
+
+WINDOW_SHARE = 0.8  # window moves stop at this share of the time limit, leaving the rest to placement
 
 
 class FastView(LocalView):
@@ -46,10 +51,15 @@ class FastView(LocalView):
             return floats[id(a)]
 
         self._alts = [
-            [(flt(alt.unary), [(f.edges[k].u, f.edges[k].v, flt(t)) for k, t in alt.edge_parts]) for alt in m.alternatives]
+            [
+                (flt(alt.unary), [(f.edges[k].u, f.edges[k].v, flt(t)) for k, t in alt.edge_parts])
+                for alt in m.alternatives
+            ]
             for m in f.max_terms
         ]
-        self._inc = [[(f.edges[k].u, f.edges[k].v, self.edge_costs[k], f.edges[k].allowed) for k in ks] for ks in self.incident]
+        self._inc = [
+            [(f.edges[k].u, f.edges[k].v, self.edge_costs[k], f.edges[k].allowed) for k in ks] for ks in self.incident
+        ]
 
     def candidate_costs(self, i: int, a) -> np.ndarray:
         vec = self.node_costs[i].copy()
@@ -154,14 +164,15 @@ def initial_assignment(view: LocalView) -> list[int]:
     return [int(x) for x in a]  # type: ignore[arg-type]
 
 
-def descend(view: FastView, a: list[int], prof: np.ndarray, deadline: float) -> None:
+def descend(
+    view: FastView, a: list[int], prof: np.ndarray, deadline: float, dependents: list[list[int]], dirty: np.ndarray
+) -> None:
     """Best-improvement moves per node, in schedule order, until a pass changes nothing.
 
     A pass skips the nodes whose costs cannot have changed since they last found no
-    improving candidate (no node they depend on moved): the same moves as full passes.
+    improving candidate (no node they depend on moved, ``dirty`` says which may have
+    at the start): the same moves as full passes.
     """
-    dependents = view.dependents()
-    dirty = np.ones(len(a), dtype=bool)
     improved = True
     while improved and time.perf_counter() < deadline:
         improved = False
@@ -224,6 +235,15 @@ def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
         a[i] = s
 
 
+def _touched(moved: list[int], dependents: list[list[int]], n: int) -> np.ndarray:
+    """The nodes whose local costs may have changed after ``moved`` moved: them and their dependents."""
+    out = np.zeros(n, dtype=bool)
+    for i in moved:
+        out[i] = True
+        out[dependents[i]] = True
+    return out
+
+
 def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options) -> Solution:
     start = time.perf_counter()
     deadline = start + time_limit
@@ -231,7 +251,18 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
     a = initial_assignment(view)
     prof = view.profile(a)
     repair_memory(view, a, prof)
-    descend(view, a, prof, deadline)
+    dependents = view.dependents()
+    descend(view, a, prof, deadline, dependents, np.ones(len(a), dtype=bool))
+    windows = WindowSearch(view, width=options.get("window", WIDTH))
+    active = np.ones(len(a), dtype=bool)
+    stop = start + WINDOW_SHARE * time_limit  # the rest of the time is placement's
+    while time.perf_counter() < stop:  # window moves, then descent from where they left, until neither moves
+        before = list(a)
+        moved = windows.sweep(a, prof, active, stop)
+        if not moved:
+            break
+        descend(view, a, prof, deadline, dependents, _touched(moved, dependents, len(a)))
+        active = _touched([i for i in range(len(a)) if a[i] != before[i]], dependents, len(a))
     if any(not np.isfinite(view.candidate_costs(i, a)[a[i]]) for i in range(len(a))):
         bad = [v for v in f.violations(a) if "not allowed" in v]
         raise InfeasibleError("greedy found no assignment with every edge pair allowed: " + "; ".join(bad[:3]))
@@ -243,5 +274,5 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
         status=status,
         objective=f.evaluate(a),
         seconds=time.perf_counter() - start,
-        stats={"spills": spills},
+        stats={"spills": spills, **windows.stats},
     )

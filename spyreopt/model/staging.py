@@ -1,0 +1,259 @@
+"""Input staging: a graph input or weight read by several ops is loaded into the scratchpad once.
+
+The published softmax's last step ("clone the input into scratchpad once instead of re-fetching it for
+every reader"), planned jointly with every other decision through the Formulation, in every backend:
+
+* the *loader* is the first op reading the tensor. It reads it from device memory as it always does; its
+  candidates come twice, with and without keeping what it read (its per-core read slices, in the stick it
+  reads them in) in its cores' scratchpads. Keeping costs no time, only the slices' footprint from the
+  loader to the last reader;
+* every later reader's candidates come twice too: reading the tensor from device memory (as today) or from
+  the kept slices. A candidate reading the kept slices has that operand removed from its device-memory read
+  (its leaf read), so it pays nothing for it;
+* a zero-cost edge loader -> reader allows "read from the kept slices" only with a keeping loader candidate
+  whose slices are exactly the ones each reader core needs (in place, the same stick); the edge to the last
+  reader carries the kept buffer (footprint x lifetime), so it gets an address like any resident tensor.
+
+Candidates carry the decision in ``Candidate.stage`` (bit j: operand j is kept, for the loader, or read from
+the kept slices, for a later reader). Nothing here is in a solver: the Formulation holds it all.
+
+Limits: the loader is the first reader (a later op cannot load for the ones after it), a reader whose slices
+differ reads device memory (no relayout from the staged copy), and tiled-loop ops neither load nor read a
+staged tensor (loops stage their own loop-invariant operands, ``model.tiling``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from spyreopt.model.formulation import Edge
+from spyreopt.model.layout import box_padded_bytes
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stageable tensor: its loader (op step, operand) and the later readers' (op step, operand)."""
+
+    tensor: str
+    loader: tuple[int, int]
+    readers: tuple[tuple[int, int], ...]
+
+    @property
+    def last(self) -> int:
+        return max(v for v, _ in self.readers)
+
+
+def find_stages(problem) -> list[Stage]:
+    """Every graph input or weight read by two or more ops (the loader, then every later reader)."""
+    uses: dict[str, list[tuple[int, int]]] = {}
+    for i, oc in enumerate(problem.cands):
+        for j, ref in enumerate(oc.refs):
+            if problem.graph.tensors[ref.base].producer is None:
+                uses.setdefault(ref.base, []).append((i, j))
+    out = []
+    for name in sorted(uses, key=lambda n: uses[n][0]):
+        reads = uses[name]
+        loader = reads[0]
+        later = tuple((v, j) for v, j in reads if v != loader[0])
+        if later:
+            out.append(Stage(name, loader, later))
+    return out
+
+
+def roles(problem) -> list[dict[int, tuple[str, int]]]:
+    """Per op: operand -> ("load" | "read", stage index)."""
+    out: list[dict[int, tuple[str, int]]] = [{} for _ in problem.ops]
+    for k, st in enumerate(problem.stages):
+        out[st.loader[0]][st.loader[1]] = ("load", k)
+        for v, j in st.readers:
+            out[v][j] = ("read", k)
+    return out
+
+
+def variants(problem, i: int, cands: list, fixed: int | None) -> list:
+    """Op i's candidates with every combination of its staging bits (untiled layouts only); ``fixed``: the one
+    bit mask a plan chose (the fixed Problem of a plan)."""
+    bits = sorted(problem.stage_roles[i])
+    if not bits:
+        return cands
+    masks = [fixed] if fixed is not None else _masks(bits)
+    out = []
+    for m in masks:
+        for c in cands:
+            if m == 0 or problem.cands[i].layouts[c.layout].tile is None:
+                out.append(replace(c, stage=m))
+    return out
+
+
+def _masks(bits: list[int]) -> list[int]:
+    out = [0]
+    for j in bits:
+        out += [m | (1 << j) for m in out]
+    return sorted(out)
+
+
+def effective_leaf(problem, i: int, mask: int) -> tuple[bool, ...]:
+    """Op i's leaf flags with the operands it reads from staged slices removed (no device-memory read)."""
+    read = {j for j, (role, _) in problem.stage_roles[i].items() if role == "read" and mask >> j & 1}
+    return tuple(flag and j not in read for j, flag in enumerate(problem.leaf[i]))
+
+
+def kept_slices(problem, i: int, layout: int, j: int) -> tuple[tuple[tuple[int, tuple], ...], int]:
+    """((core, box) the op reads of operand j, in base coords) and the stick it reads them in."""
+    oc = problem.cands[i]
+    lay = oc.layouts[layout]
+    base = problem.graph.tensors[oc.refs[j].base]
+    stick = len(base.shape) - 1 if lay.required[j] is None else lay.required[j]
+    return lay.reads[j], stick
+
+
+def footprint(problem, i: int, layout: int, j: int) -> int:
+    """Per-core scratchpad bytes of the kept slices of operand j (the largest slice, padded to sticks)."""
+    reads, stick = kept_slices(problem, i, layout, j)
+    base = problem.graph.tensors[problem.cands[i].refs[j].base]
+    return max(box_padded_bytes(b, stick, base.elem_bytes, problem.hw.stick_bytes) for _, b in reads)
+
+
+def serves(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> bool:
+    """The loader's kept slices (its layout ``lu``) are exactly what every core of reader v (layout ``lv``)
+    reads of operand j, in the same stick."""
+    held, stick = kept_slices(problem, st.loader[0], lu, st.loader[1])
+    need, need_stick = kept_slices(problem, v, lv, j)
+    if stick != need_stick:
+        return False
+    own = dict(held)
+    return all(own.get(c) == box for c, box in need)
+
+
+def stage_edges(problem) -> list[Edge]:
+    """Per stage and later reader op: the zero-cost edge that allows reading the kept slices; the edge to the
+    last reader holds the kept buffer from the loader to that reader."""
+    out = []
+    for st in problem.stages:
+        u, ju = st.loader
+        cu = problem.candidates[u]
+        keep = np.array([c.stage >> ju & 1 for c in cu], dtype=bool)
+        size = np.array([footprint(problem, u, c.layout, ju) if k else 0 for c, k in zip(cu, keep)], dtype=np.int64)
+        by_reader: dict[int, list[int]] = {}
+        for v, j in st.readers:
+            by_reader.setdefault(v, []).append(j)
+        for v, js in sorted(by_reader.items()):
+            cv = problem.candidates[v]
+            ok = np.ones((len(cu), len(cv)), dtype=bool)
+            memo: dict[tuple[int, int, int], bool] = {}
+            for b, c in enumerate(cv):
+                for j in js:
+                    if not c.stage >> j & 1:
+                        continue
+                    for a, d in enumerate(cu):
+                        if not keep[a]:
+                            ok[a, b] = False
+                            continue
+                        key = (d.layout, c.layout, j)
+                        if key not in memo:
+                            memo[key] = serves(problem, st, d.layout, v, j, c.layout)
+                        ok[a, b] &= memo[key]
+            zero = np.zeros(ok.shape, dtype=np.int64)
+            last = v == st.last
+            usages = np.broadcast_to(size[:, None], ok.shape).copy() if last else None
+            interval = (u, st.last + 1) if last else (v, v + 1)
+            out.append(Edge(u, v, zero, None if ok.all() else ok, usages, interval))
+    return out
+
+
+def stage_edge_index(problem) -> dict[int, int]:
+    """Stage index -> index of its buffer-holding edge in the Formulation (the stage edges come last)."""
+    f = problem.formulation
+    first = len(f.edges) - sum(len({v for v, _ in st.readers}) for st in problem.stages)
+    out, k = {}, first
+    for s, st in enumerate(problem.stages):
+        readers = sorted({v for v, _ in st.readers})
+        out[s] = k + readers.index(st.last)
+        k += len(readers)
+    return out
+
+
+def merged_op_table(problem, i: int, cands: list, build):
+    """Op i's table when its candidates read different operand sets from device memory: one table per
+    effective leaf set (``build(leaf, sub_candidates)``), merged back in candidate order."""
+    groups: dict[tuple[bool, ...], list[int]] = {}
+    for s, c in enumerate(cands):
+        groups.setdefault(effective_leaf(problem, i, c.stage), []).append(s)
+    n = len(cands)
+    parts: dict[str, np.ndarray] = {}
+    fields: dict[str, np.ndarray] = {}
+    first = None
+    for leaf, idx in groups.items():
+        t = build(leaf, [cands[s] for s in idx])
+        first = first or t
+        for name in vars(t.parts):
+            v = np.asarray(getattr(t.parts, name))
+            parts.setdefault(name, np.zeros(n, dtype=v.dtype))[idx] = v
+        for name in ("additive", "usage", "leaf_bytes", "g1", "alt_mem", "alt_comp"):
+            v = np.asarray(getattr(t, name))
+            fields.setdefault(name, np.zeros(n, dtype=v.dtype))[idx] = v
+    for a in list(parts.values()) + list(fields.values()):
+        a.setflags(write=False)
+    return replace(first, parts=replace(first.parts, **parts), **fields)
+
+
+# ---- plans ------------------------------------------------------------------------------------------------
+def staged_inputs(plan) -> list:
+    """The plan's staged graph inputs and weights: its tensor records named like a leaf of its graph."""
+    leaves = {t["name"] for t in plan.graph.get("leaves", [])}
+    return [t for t in plan.tensors if t.name in leaves]
+
+
+def decoded(problem, assignment, offsets) -> tuple[list, list]:
+    """The plan records of an assignment's staging: a TensorPlan per kept input (``producer`` is its loader,
+    residency ``lx``, the kept buffer's address, bytes per core and lifetime) and an EdgePlan per read of the
+    kept slices (mode ``inplace``, producer the loader)."""
+    from spyreopt.model.plan import EdgePlan, TensorPlan
+
+    tensors, edges = [], []
+    holder = stage_edge_index(problem)
+    for s, st in enumerate(problem.stages):
+        u, ju = st.loader
+        c = problem.candidates[u][assignment[u]]
+        if not c.stage >> ju & 1:
+            continue
+        _, stick = kept_slices(problem, u, c.layout, ju)
+        k = holder[s]
+        lo, hi = problem.formulation.edges[k].interval
+        size = footprint(problem, u, c.layout, ju)
+        tensors.append(
+            TensorPlan(st.tensor, problem.ops[u].name, "lx", stick, offsets.get(("edge", k)), size, [lo, hi])
+        )
+        for v, j in st.readers:
+            if problem.candidates[v][assignment[v]].stage >> j & 1:
+                name = problem.ops[v].name
+                edges.append(
+                    EdgePlan(st.tensor, problem.ops[u].name, name, j, "inplace", False, None, 0, [v, v + 1], 1)
+                )
+    return tensors, edges
+
+
+def plan_masks(graph, ops: list, tensors: list, edges: list) -> dict[str, int]:
+    """Each op's staging bits as a plan records them (``decoded``): the loader of every kept graph input, and
+    every op reading kept slices (an edge whose tensor is a graph input or weight)."""
+    from spyreopt.errors import PlanError
+    from spyreopt.model.candidates import resolve
+
+    masks: dict[str, int] = {}
+    by_name = {o.name: o for o in ops}
+    for t in tensors:
+        if t.name not in graph.tensors or graph.tensors[t.name].producer is not None:
+            continue
+        op = by_name.get(t.producer)
+        js = [j for j, x in enumerate(op.inputs) if resolve(graph, x).base == t.name] if op else []
+        if not js:
+            raise PlanError(f"staged tensor {t.name!r}: its loader {t.producer!r} is not an op reading it")
+        masks[op.name] = masks.get(op.name, 0) | 1 << js[0]
+    for e in edges:
+        if e.tensor in graph.tensors and graph.tensors[e.tensor].producer is None:
+            if e.consumer not in by_name:
+                raise PlanError(f"edge of staged tensor {e.tensor!r}: unknown consumer {e.consumer!r}")
+            masks[e.consumer] = masks.get(e.consumer, 0) | 1 << e.operand
+    return masks

@@ -64,12 +64,21 @@ class _Machine:
     def operand(self, s: Step, od: Operand) -> dict[int, np.ndarray]:
         """Per core, the operand's box (base coordinates) as that core obtains it."""
         name = od.ref.base
-        if od.mode in ("leaf", "hbm", "spill"):
+        if od.mode in ("leaf", "leaf+keep", "hbm", "spill"):
             if name not in self.device:
                 raise PlanError(
                     f"op {s.name!r}: reads tensor {name!r} from device memory, but it was never written there"
                 )
-            return {c: self.device[name][_index(box)] for c, box in od.boxes}
+            got = {c: self.device[name][_index(box)] for c, box in od.boxes}
+            for c, values in got.items() if od.mode == "leaf+keep" else ():  # a staged input stays on chip
+                self.lx.write(c, od.copy_address, values, od.need_stick, self.eps(name), f"staged input {name!r}")
+            return got
+        if od.mode == "kept":  # a staged input, read where its loader left it
+            what = f"staged input {name!r} (read by op {s.name!r})"
+            return {
+                c: self.lx.read(c, od.copy_address, box_extents(box), od.stored_stick, self.eps(name), what)
+                for c, box in od.boxes
+            }
         prod = self.tile_steps.get(od.producer) or self.trace.steps[od.producer]  # in a loop: its current tile
         what = f"tensor {name!r} (read by op {s.name!r})"
         if od.mode == "inplace":

@@ -29,12 +29,15 @@ class Operand:
 
     index: int
     ref: Ref  # base tensor and view permutation
-    mode: str  # leaf | inplace | relayout | restickify | hbm | spill
+    mode: str  # leaf | leaf+keep | kept | inplace | relayout | restickify | hbm | spill (``model.staging``: a
+    # leaf+keep operand is a graph input read from device memory and kept at ``copy_address`` until ``keep_until``;
+    # a kept one is read there in place)
     producer: int | None  # op step of the base tensor's producer
     stored_stick: int  # stick dim of the base tensor where it lives
     need_stick: int  # stick dim this op reads it in (base coords)
     copy_address: int | None  # relayout / restickify copy on the consumer cores
     boxes: tuple[tuple[int, Box], ...]  # per consumer core, the box it reads (base coords)
+    keep_until: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,11 @@ class Trace:
             raise PlanError(f"plan: no decision for op(s) {missing}")
         tensors = {t.name: t for t in plan.tensors}
         edges = {(e.consumer, e.operand): e for e in plan.edges}
+        self.staged = {
+            t.name: t
+            for t in plan.tensors
+            if t.name in self.graph.tensors and self.graph.tensors[t.name].producer is None
+        }
         self.steps: list[Step] = []
         for i, o in enumerate(ops):
             d = decisions[o.name]
@@ -113,6 +121,17 @@ class Trace:
         last = len(base.shape) - 1
         if base.producer is None:  # graph inputs and weights live in device memory, stick on their last dim
             need = last if lay.required[j] is None else lay.required[j]
+            kept, e = self.staged.get(ref.base), edges.get((o.name, j))
+            first = next(k for k, x in enumerate(o.inputs) if base_of(self.graph, x).base == ref.base)
+            if kept is not None and kept.producer == o.name and j == first:
+                until = int(kept.lifetime[1]) if len(kept.lifetime) == 2 else 0
+                return Operand(j, ref, "leaf+keep", None, last, need, kept.address, lay.reads[j], until)
+            if e is not None:
+                if kept is None or e.mode != "inplace":
+                    raise PlanError(
+                        f"op {o.name!r}: operand {j} ({ref.base!r}) is a graph input with edge mode {e.mode!r}, but the plan stages no such input"
+                    )
+                return Operand(j, ref, "kept", None, int(kept.stick), need, kept.address, lay.reads[j])
             return Operand(j, ref, "leaf", None, last, need, None, lay.reads[j])
         e = edges.get((o.name, j))
         if e is None:

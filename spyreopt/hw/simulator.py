@@ -164,8 +164,12 @@ class _Run:
         for od in s.operands:
             if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
                 continue
-            if od.mode in ("leaf",) + DEVICE_MODES:
+            if od.mode in ("leaf", "leaf+keep") + DEVICE_MODES:
                 self._device_operand(s, od, mv)
+                if od.mode == "leaf+keep":
+                    self._keep(s, od)
+            elif od.mode == "kept":
+                self._kept(s, od)
             elif od.mode in LX_MODES:
                 self._scratchpad_operand(s, od, mv)
             else:
@@ -193,6 +197,27 @@ class _Run:
             mv.main[c][1] += nq
             mv.main[c][2] += nb if readers[box] > 1 else 0
             mv.main[c][3] += nb / readers[box]
+
+    def _keep(self, s: Step, od: Operand) -> None:
+        """A staged graph input: the slices this op read from device memory stay at their address."""
+        t = self.trace.tensor(od.ref.base)
+        for c, box in od.boxes:
+            size = box_padded_bytes(box, od.need_stick, t.elem_bytes, self.m.hw.stick_bytes)
+            lo = od.copy_address
+            entry = Entry(f"staged input {od.ref.base!r}", od.ref.base, box, od.need_stick, lo,
+                          None if lo is None else lo + size, od.keep_until)  # fmt: skip
+            self.lx.write(c, entry, s.name, s.index)
+
+    def _kept(self, s: Step, od: Operand) -> None:
+        """A later reader of a staged graph input: each core finds its slice in place, no traffic."""
+        if od.need_stick != od.stored_stick:
+            raise PlanError(
+                f"op {s.name!r} at step {s.index}: staged input {od.ref.base!r} is kept with stick dim "
+                f"{od.stored_stick}, the op reads it with stick dim {od.need_stick}"
+            )
+        for c, box in od.boxes:
+            self.lx.read(c, od.copy_address, od.ref.base, box, od.stored_stick, s.name, s.index,
+                         f"staged input {od.ref.base!r}")  # fmt: skip
 
     def _scratchpad_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
         """Read in place, or gather a relayout (ring) or restickify (staged through device memory) copy."""

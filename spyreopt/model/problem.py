@@ -458,9 +458,11 @@ class Problem:
         return int(sum(int(x) for x in additive + t))
 
     def normalize(self, assignment) -> tuple[int, ...]:
-        """Move every op to its cheaper balance twin (same layout and residency): exact and never worse."""
+        """Move every op to its cheaper balance twin (same layout and residency), and drop kept inputs no op
+        reads (``staging.drop_unread``): exact and never worse."""
         a = list(assignment)
         f = self.formulation
+        staging_model.drop_unread(self, a)
         for term in f.max_terms:
             i = term.node
             c = self.candidates[i][a[i]]

@@ -175,6 +175,18 @@ def stage_edge_index(problem) -> dict[int, int]:
     return out
 
 
+def drop_unread(problem, a: list[int]) -> None:
+    """A loader keeping an input no later op reads from the scratchpad keeps nothing instead: the same cost
+    (keeping is free), less memory, so no plan records a staged input without a reader (in place on ``a``)."""
+    for st in problem.stages:
+        u, ju = st.loader
+        c = problem.candidates[u][a[u]]
+        if c.stage >> ju & 1 and not any(problem.candidates[v][a[v]].stage >> j & 1 for v, j in st.readers):
+            plain = replace(c, stage=c.stage & ~(1 << ju))
+            if plain in problem.candidates[u]:  # a fixed Problem (a plan's decisions) may hold only the kept one
+                a[u] = problem.candidates[u].index(plain)
+
+
 def merged_op_table(problem, i: int, cands: list, build):
     """Op i's table when its candidates read different operand sets from device memory: one table per
     effective leaf set (``build(leaf, sub_candidates)``), merged back in candidate order."""

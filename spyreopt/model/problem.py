@@ -278,6 +278,8 @@ class Problem:
         out = list(cands)
         if self.stage_roles[i]:
             fixed_mask = None if self.stage_masks is None else self.stage_masks.get(name, 0)
+            if fixed_mask is None and self.fixed and name in self.fixed:
+                fixed_mask = 0  # a fixed op stages nothing unless its staging bits are given (a plan's)
             out = staging_model.variants(self, i, out, fixed_mask)
             list_id = self._memo.setdefault(("list", tuple(out)), len(self._memo))
         self._list_ids[i] = (out, list_id)

@@ -10,7 +10,9 @@ stick dim) x residency of its output x balance branch:
   ``min`` is concave, so each op whose reads vary with its producers' choices
   gets two twin candidates, one charging ``a*r``, one ``a*w``. Both over-estimate
   and the cheaper twin is exact; ``normalize`` picks it after any search, so
-  the epigraph of every op time stays linear and exact at the optimum.
+  the epigraph of every op time stays linear and exact at the optimum;
+* an op reading a graph input that several ops read gets a copy of each candidate per staging choice
+  (keep what it read on chip, or read the kept slices instead of device memory: ``model.staging``).
 
 Each producer->consumer operand is an edge whose pair table holds the edge
 mode's cost (in place, relayout, restickify, device-memory read, spill), its

@@ -44,20 +44,33 @@ def test_staging_chosen_when_it_pays(backend):
 
 
 def test_not_staged_when_it_cannot_pay():
-    # the later readers slice x across other cores than its loader: no core finds its slice in place
-    pin = {
-        "a": {"division": {"d0": 4, "d1": 1}},
-        "b": {"division": {"d0": 1, "d1": 4}},
-        "c": {"division": {"d0": 1, "d1": 4}},
-    }
-    for backend in BACKENDS:
-        plan = so.solve(chain(), backend=backend, time_limit=5, seed=0, pin=pin)
-        assert staged_inputs(plan) == []
     # a scratchpad too small to hold x beside the ops' outputs: reading device memory again is the only way
     hw = so.HardwareSpec(cores=1, lx_bytes=512 * 1024, program_reserve_bytes=64 * 1024)
     plan = so.solve(chain(), hardware=hw, backend="cpsat", time_limit=10, seed=0)
     assert staged_inputs(plan) == []
     assert staged_inputs(so.solve(chain(), hardware=so.HardwareSpec(cores=1), backend="cpsat", time_limit=10))
+
+
+PIN = {
+    "a": {"division": {"d0": 4, "d1": 1}},
+    "b": {"division": {"d0": 1, "d1": 4}},
+    "c": {"division": {"d0": 1, "d1": 4}},
+}
+
+
+@pytest.mark.parametrize("backend", ["cpsat", "milp"])
+def test_relayout_from_the_staged_copy(backend):
+    # the later readers slice x across other cores than its loader: a reader gathers its slice on chip
+    plan = so.solve(chain(), backend=backend, time_limit=10, seed=0, pin=PIN)
+    reads = [e for e in plan.edges if e.tensor == "x"]
+    assert staged_inputs(plan) and any(e.mode == "relayout" and e.copy_address is not None for e in reads)
+    assert plan.cost_us < so.solve(chain(), backend=backend, time_limit=10, seed=0, pin=PIN, forbid="staging").cost_us
+    assert plan.op(reads[0].consumer).breakdown["relayout"] > 0
+    plan.validate()
+    so.simulate(plan)
+    check_execution(plan)
+    # forbid relayout: the kept slices serve in place only, so here nothing is worth staging
+    assert staged_inputs(so.solve(chain(), backend=backend, time_limit=10, seed=0, pin=PIN, forbid="relayout")) == []
 
 
 def test_forbid_staging_removes_it():

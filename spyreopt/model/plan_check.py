@@ -131,6 +131,16 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
     for t in plan.tensors:  # kept graph inputs (``model.staging``), checked equal to the decisions' by _check_staged
         if t.name not in {o.output for o in prob.ops}:
             buffers.append((f"staged input {t.name!r}", t.address, t.bytes_per_core, tuple(t.lifetime)))
+    for e in plan.edges:  # relayout copies of staged inputs (checked equal to the decisions' by _check_staged)
+        if e.tensor not in {o.output for o in prob.ops} and e.copy_bytes_per_core:
+            buffers.append(
+                (
+                    f"copy of staged input {e.tensor!r} for {e.consumer!r}",
+                    e.copy_address,
+                    e.copy_bytes_per_core,
+                    tuple(e.lifetime),
+                )
+            )
     by_key = {(e.consumer, e.operand): e for e in plan.edges}
     for k, e in enumerate(prob.edges):
         pe = by_key[(prob.ops[e.consumer].name, e.operand)]
@@ -195,7 +205,11 @@ def _check_staged(plan: Plan, prob: Problem, a) -> None:
     )
     if got_t != exp_t:
         raise PlanError(f"plan: staged inputs {got_t} differ from what the decisions give {exp_t}")
-    got_e = sorted((e.tensor, e.producer, e.consumer, e.operand, e.mode) for e in plan.edges if e.tensor not in outputs)
-    exp_e = sorted((e.tensor, e.producer, e.consumer, e.operand, e.mode) for e in want_e)
+    got_e = sorted(_staged_read(e) for e in plan.edges if e.tensor not in outputs)
+    exp_e = sorted(_staged_read(e) for e in want_e)
     if got_e != exp_e:
         raise PlanError(f"plan: reads of staged inputs {got_e} differ from what the decisions give {exp_e}")
+
+
+def _staged_read(e) -> tuple:
+    return (e.tensor, e.producer, e.consumer, e.operand, e.mode, e.copy_bytes_per_core, list(e.lifetime), e.fan_in)

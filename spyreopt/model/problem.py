@@ -167,6 +167,7 @@ class Problem:
         self.stages = staging_model.find_stages(self) if staging else []
         self.stage_roles = staging_model.roles(self)
         self.stage_masks = stage_masks
+        self.stage_relayout = True  # a later reader may relayout the kept slices (False: forbid relayout)
         self._list_ids: dict[int, tuple[list, int]] = {}
         self.candidates = [self._op_candidates(i) for i in range(len(self.ops))]
         self._op_tables: dict[int, tuple[list, OpTable]] = {}
@@ -423,6 +424,8 @@ class Problem:
                 )
             sums[1 if info.mode == "spill" else 0, e.consumer] += info.read_ps
             sums[2 if info.mode == "relayout" else 3, e.consumer] += info.extra_ps
+        for v, ps in staging_model.edge_costs(self, assignment).items():  # relayouts from staged inputs
+            sums[2, v] += ps
         return tuple(sums)
 
     def _own(self, assignment) -> dict[str, np.ndarray]:

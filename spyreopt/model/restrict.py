@@ -133,6 +133,7 @@ class RestrictedProblem(Problem):
                 raise PlanError(f"pin: op {op!r} is {why}; pinnable ops: {', '.join(sorted(names))}")
         self._masked: dict[int, tuple[EdgeTable, EdgeTable]] = {}
         super().__init__(graph, hw, coefficients, max_layouts=max_layouts, tiling=tiling, staging=staging)
+        self.stage_relayout = "relayout" not in restriction.forbid
         self.candidates = [self._restricted(i) for i in range(len(self.ops))]
 
     # ---- layouts and candidates ------------------------------------------------

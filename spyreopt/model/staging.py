@@ -28,6 +28,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from spyreopt.costmodel.spyre import to_ps
+from spyreopt.model.candidates import analyse_edge
 from spyreopt.model.formulation import Edge
 from spyreopt.model.layout import box_padded_bytes
 
@@ -116,62 +118,110 @@ def footprint(problem, i: int, layout: int, j: int) -> int:
     return max(box_padded_bytes(b, stick, base.elem_bytes, problem.hw.stick_bytes) for _, b in reads)
 
 
-def serves(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> bool:
-    """The loader's kept slices (its layout ``lu``) are exactly what every core of reader v (layout ``lv``)
-    reads of operand j, in the same stick."""
-    held, stick = kept_slices(problem, st.loader[0], lu, st.loader[1])
+@dataclass(frozen=True)
+class Read:
+    """How reader v's layout reads the kept slices of a loader layout: in place, by a relayout (its cost in ps,
+    its copy's bytes per core and fan-in), or not at all (``mode`` None)."""
+
+    mode: str | None
+    extra_ps: int = 0
+    copy_bytes: int = 0
+    fan_in: int = 1
+
+
+def kept_read(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> Read:
+    """In place when the loader's kept slices (layout ``lu``) are exactly what every core of reader v (layout
+    ``lv``) reads of operand j in the same stick; else a relayout from the kept slices when legal, as for any
+    resident tensor (``candidates.analyse_edge``); another stick is never read from the kept slices."""
+    key = ("stage read", st.tensor, lu, v, j, lv)
+    memo = problem._memo
+    if key in memo:
+        return memo[key]
+    u, ju = st.loader
+    held, stick = kept_slices(problem, u, lu, ju)
     need, need_stick = kept_slices(problem, v, lv, j)
-    if stick != need_stick:
-        return False
     own = dict(held)
-    return all(own.get(c) == box for c, box in need)
+    if stick != need_stick:
+        out = Read(None)
+    elif all(own.get(c) == box for c, box in need):
+        out = Read("inplace")
+    elif not problem.stage_relayout:
+        out = Read(None)
+    else:
+        kept = replace(problem.cands[u].layouts[lu], owner_boxes=own, stick=stick)
+        tensor = problem.graph.tensors[st.tensor]
+        cons = problem.cands[v]
+        ea = analyse_edge(kept, cons, cons.layouts[lv], j, tensor, problem.hw, problem.coef)
+        out = (
+            Read("relayout", int(to_ps(ea.relayout_ns)), ea.copy_bytes, ea.fan_in) if ea.relayout_legal else Read(None)
+        )
+    memo[key] = out
+    return out
 
 
 def stage_edges(problem) -> list[Edge]:
-    """Per stage and later reader op: the zero-cost edge that allows reading the kept slices; the edge to the
-    last reader holds the kept buffer from the loader to that reader."""
+    """Per stage: the edge loader -> last reader holding the kept buffer (loader to last reader), then per later
+    reader op the edge allowing its reads of the kept slices, with any relayout's cost and copy."""
     out = []
     for st in problem.stages:
         u, ju = st.loader
         cu = problem.candidates[u]
         keep = np.array([c.stage >> ju & 1 for c in cu], dtype=bool)
         size = np.array([footprint(problem, u, c.layout, ju) if k else 0 for c, k in zip(cu, keep)], dtype=np.int64)
+        rows = len(problem.candidates[st.last])
+        zero = np.zeros((len(cu), rows), dtype=np.int64)
+        out.append(Edge(u, st.last, zero, None, np.broadcast_to(size[:, None], zero.shape).copy(), (u, st.last + 1)))
         by_reader: dict[int, list[int]] = {}
         for v, j in st.readers:
             by_reader.setdefault(v, []).append(j)
         for v, js in sorted(by_reader.items()):
             cv = problem.candidates[v]
             ok = np.ones((len(cu), len(cv)), dtype=bool)
-            memo: dict[tuple[int, int, int], bool] = {}
+            cost = np.zeros(ok.shape, dtype=np.int64)
+            copy = np.zeros(ok.shape, dtype=np.int64)
             for b, c in enumerate(cv):
                 for j in js:
                     if not c.stage >> j & 1:
                         continue
                     for a, d in enumerate(cu):
-                        if not keep[a]:
-                            ok[a, b] = False
-                            continue
-                        key = (d.layout, c.layout, j)
-                        if key not in memo:
-                            memo[key] = serves(problem, st, d.layout, v, j, c.layout)
-                        ok[a, b] &= memo[key]
-            zero = np.zeros(ok.shape, dtype=np.int64)
-            last = v == st.last
-            usages = np.broadcast_to(size[:, None], ok.shape).copy() if last else None
-            interval = (u, st.last + 1) if last else (v, v + 1)
-            out.append(Edge(u, v, zero, None if ok.all() else ok, usages, interval))
+                        r = kept_read(problem, st, d.layout, v, j, c.layout) if keep[a] else Read(None)
+                        ok[a, b] &= r.mode is not None
+                        cost[a, b] += r.extra_ps
+                        copy[a, b] += r.copy_bytes
+            out.append(Edge(u, v, cost, None if ok.all() else ok, copy if copy.any() else None, (v, v + 1)))
     return out
 
 
-def stage_edge_index(problem) -> dict[int, int]:
-    """Stage index -> index of its buffer-holding edge in the Formulation (the stage edges come last)."""
+def stage_edge_index(problem) -> dict[tuple, int]:
+    """Formulation edge index of each stage's holder edge (key ``(s,)``) and of its reader edges (``(s, v)``):
+    the stage edges come last, in ``stage_edges`` order."""
     f = problem.formulation
-    first = len(f.edges) - sum(len({v for v, _ in st.readers}) for st in problem.stages)
-    out, k = {}, first
+    total = sum(1 + len({v for v, _ in st.readers}) for st in problem.stages)
+    k = len(f.edges) - total
+    out: dict[tuple, int] = {}
     for s, st in enumerate(problem.stages):
-        readers = sorted({v for v, _ in st.readers})
-        out[s] = k + readers.index(st.last)
-        k += len(readers)
+        out[(s,)] = k
+        k += 1
+        for v in sorted({v for v, _ in st.readers}):
+            out[(s, v)] = k
+            k += 1
+    return out
+
+
+def reads_of(problem, assignment, s: int, v: int) -> list[tuple[int, Read]]:
+    """Reader v's reads of stage s's kept slices under an assignment: (operand, how)."""
+    st = problem.stages[s]
+    u = st.loader[0]
+    lu, cv = problem.candidates[u][assignment[u]].layout, problem.candidates[v][assignment[v]]
+    return [(j, kept_read(problem, st, lu, v, j, cv.layout)) for w, j in st.readers if w == v and cv.stage >> j & 1]
+
+
+def edge_costs(problem, assignment) -> dict[int, int]:
+    """Per reader op, the relayout ps of its reads of kept slices (what the Formulation's stage edges charge)."""
+    out: dict[int, int] = {}
+    for s, st in enumerate(problem.stages):
+        for v in sorted({v for v, _ in st.readers}):
+            out[v] = out.get(v, 0) + sum(r.extra_ps for _, r in reads_of(problem, assignment, s, v))
     return out
 
 
@@ -221,29 +271,35 @@ def staged_inputs(plan) -> list:
 def decoded(problem, assignment, offsets) -> tuple[list, list]:
     """The plan records of an assignment's staging: a TensorPlan per kept input (``producer`` is its loader,
     residency ``lx``, the kept buffer's address, bytes per core and lifetime) and an EdgePlan per read of the
-    kept slices (mode ``inplace``, producer the loader)."""
+    kept slices (mode ``inplace`` or ``relayout`` with its copy, producer the loader)."""
     from spyreopt.model.plan import EdgePlan, TensorPlan
 
     tensors, edges = [], []
-    holder = stage_edge_index(problem)
+    index = stage_edge_index(problem)
+    intervals = problem.formulation.edges
     for s, st in enumerate(problem.stages):
         u, ju = st.loader
         c = problem.candidates[u][assignment[u]]
         if not c.stage >> ju & 1:
             continue
         _, stick = kept_slices(problem, u, c.layout, ju)
-        k = holder[s]
-        lo, hi = problem.formulation.edges[k].interval
+        k = index[(s,)]
+        lo, hi = intervals[k].interval
         size = footprint(problem, u, c.layout, ju)
-        tensors.append(
-            TensorPlan(st.tensor, problem.ops[u].name, "lx", stick, offsets.get(("edge", k)), size, [lo, hi])
-        )
-        for v, j in st.readers:
-            if problem.candidates[v][assignment[v]].stage >> j & 1:
-                name = problem.ops[v].name
+        loader = problem.ops[u].name
+        tensors.append(TensorPlan(st.tensor, loader, "lx", stick, offsets.get(("edge", k)), size, [lo, hi]))
+        for v in sorted({v for v, _ in st.readers}):
+            k = index[(s, v)]
+            at = offsets.get(("edge", k))
+            for j, r in reads_of(problem, assignment, s, v):
+                addr = None if not r.copy_bytes or at is None else at
+                life = list(intervals[k].interval)
                 edges.append(
-                    EdgePlan(st.tensor, problem.ops[u].name, name, j, "inplace", False, None, 0, [v, v + 1], 1)
+                    EdgePlan(
+                        st.tensor, loader, problem.ops[v].name, j, r.mode, False, addr, r.copy_bytes, life, r.fan_in
+                    )
                 )
+                at = None if at is None else at + r.copy_bytes
     return tensors, edges
 
 

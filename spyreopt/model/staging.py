@@ -10,16 +10,19 @@ every reader"), planned jointly with every other decision through the Formulatio
 * every later reader's candidates come twice too: reading the tensor from device memory (as today) or from
   the kept slices. A candidate reading the kept slices has that operand removed from its device-memory read
   (its leaf read), so it pays nothing for it;
-* a zero-cost edge loader -> reader allows "read from the kept slices" only with a keeping loader candidate
-  whose slices are exactly the ones each reader core needs (in place, the same stick); the edge to the last
-  reader carries the kept buffer (footprint x lifetime), so it gets an address like any resident tensor.
+* an edge loader -> reader allows "read from the kept slices" only with a keeping loader candidate: in place
+  (free) when its slices are exactly the ones each reader core needs in the same stick, else by a relayout of
+  the kept slices (its time, and its copy for the reader's step) when legal, as for any resident tensor;
+* an edge loader -> last reader carries the kept buffer (footprint from the loader to the last reader,
+  whichever readers use it), so it gets an address like any resident tensor.
 
 Candidates carry the decision in ``Candidate.stage`` (bit j: operand j is kept, for the loader, or read from
 the kept slices, for a later reader). Nothing here is in a solver: the Formulation holds it all.
 
-Limits: the loader is the first reader (a later op cannot load for the ones after it), a reader whose slices
-differ reads device memory (no relayout from the staged copy), and tiled-loop ops neither load nor read a
-staged tensor (loops stage their own loop-invariant operands, ``model.tiling``).
+Limits: the loader is the first reader (a later op cannot load for the ones after it); a reader needing
+another stick reads device memory; tiled-loop ops neither load nor read a staged tensor (loops stage their own
+loop-invariant operands, ``model.tiling``); a reader whose every device-memory read is staged keeps the edge
+reads' shared stream latency of ``Problem.reads_leaf`` (per op, not per candidate).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import spyreopt as so
 from spyreopt.model.problem import Problem
+from spyreopt.model.staging import plan_masks
 from spyreopt.solvers.registry import solve_formulation
 from spyreopt.testing import strategies as sst
 
@@ -53,12 +54,14 @@ def test_every_backend_returns_a_valid_simulated_exact_plan(problem):
 def _assignment(problem: Problem, plan) -> tuple[int, ...]:
     """The candidate indices a plan chose (layout, residency), recovered from its decisions."""
     out = []
+    masks = plan_masks(problem.graph, problem.ops, plan.tensors, plan.edges)  # staged inputs (model.staging)
     for i, o in enumerate(problem.ops):
         p = plan.op(o.name)
         space = problem.cands[i].space
         for s, c in enumerate(problem.candidates[i]):
             lay = problem.layout(i, s)
-            if lay.division.as_dict(space) == p.division and lay.stick == p.stick and c.residency == p.residency:
+            same = lay.division.as_dict(space) == p.division and lay.stick == p.stick and c.residency == p.residency
+            if same and c.stage == masks.get(o.name, 0):
                 out.append(s)
                 break
         else:

@@ -34,7 +34,7 @@ from spyreopt.hw.sim_loop import Loop, loops_of, staged_boxes, tile_step
 from spyreopt.hw.sim_numpy import apply, checked_inputs, random_inputs, reference_values
 from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_sticks import RawScratchpad
-from spyreopt.hw.sim_trace import Operand, Step, Trace
+from spyreopt.hw.sim_trace import Operand, Step, Trace, kept_slices
 from spyreopt.model.graph import Graph
 from spyreopt.model.layout import Box, box_extents, elems_per_stick, intersect
 from spyreopt.model.plan import Plan
@@ -64,12 +64,39 @@ class _Machine:
     def operand(self, s: Step, od: Operand) -> dict[int, np.ndarray]:
         """Per core, the operand's box (base coordinates) as that core obtains it."""
         name = od.ref.base
-        if od.mode in ("leaf", "hbm", "spill"):
+        if od.mode in ("leaf", "leaf+keep", "hbm", "spill"):
             if name not in self.device:
                 raise PlanError(
                     f"op {s.name!r}: reads tensor {name!r} from device memory, but it was never written there"
                 )
-            return {c: self.device[name][_index(box)] for c, box in od.boxes}
+            got = {c: self.device[name][_index(box)] for c, box in od.boxes}
+            for c, values in got.items() if od.mode == "leaf+keep" else ():  # a staged input stays on chip
+                self.lx.write(c, od.kept_address, values, od.need_stick, self.eps(name), f"staged input {name!r}")
+            return got
+        if od.mode == "kept":  # a staged input, read where its loader left it
+            what = f"staged input {name!r} (read by op {s.name!r})"
+            return {
+                c: self.lx.read(c, od.kept_address, box_extents(box), od.stored_stick, self.eps(name), what)
+                for c, box in od.boxes
+            }
+        if od.mode == "kept+relayout":  # gathered from the loader cores' kept slices into the copy
+            what = f"staged input {name!r} (read by op {s.name!r})"
+            held = {
+                o: (obox, self.lx.read(o, od.kept_address, box_extents(obox), od.stored_stick, self.eps(name), what))
+                for o, obox in kept_slices(self.trace, od).items()
+            }
+            copy = f"relayout copy of staged input {name!r} for op {s.name!r}"
+            for c, box in od.boxes:
+                buf = np.full(box_extents(box), np.nan, dtype=np.float32)
+                for obox, values in held.values():
+                    part = intersect(obox, box)
+                    if part is not None:
+                        buf[_index(part, box)] = values[_index(part, obox)]
+                self.lx.write(c, od.copy_address, buf, od.need_stick, self.eps(name), copy)
+            return {
+                c: self.lx.read(c, od.copy_address, box_extents(box), od.need_stick, self.eps(name), copy)
+                for c, box in od.boxes
+            }
         prod = self.tile_steps.get(od.producer) or self.trace.steps[od.producer]  # in a loop: its current tile
         what = f"tensor {name!r} (read by op {s.name!r})"
         if od.mode == "inplace":

@@ -29,12 +29,17 @@ class Operand:
 
     index: int
     ref: Ref  # base tensor and view permutation
-    mode: str  # leaf | inplace | relayout | restickify | hbm | spill
+    mode: str  # leaf | leaf+keep | kept | kept+relayout | inplace | relayout | restickify | hbm | spill
+    # (``model.staging``: a leaf+keep operand is a graph input read from device memory and kept at
+    # ``kept_address`` until ``keep_until``; a kept one is read there in place, a kept+relayout one gathered
+    # from there into the copy at ``copy_address``; ``producer`` is then the loader's step)
     producer: int | None  # op step of the base tensor's producer
     stored_stick: int  # stick dim of the base tensor where it lives
     need_stick: int  # stick dim this op reads it in (base coords)
     copy_address: int | None  # relayout / restickify copy on the consumer cores
     boxes: tuple[tuple[int, Box], ...]  # per consumer core, the box it reads (base coords)
+    keep_until: int = 0
+    kept_address: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,11 @@ class Trace:
             raise PlanError(f"plan: no decision for op(s) {missing}")
         tensors = {t.name: t for t in plan.tensors}
         edges = {(e.consumer, e.operand): e for e in plan.edges}
+        self.staged = {
+            t.name: t
+            for t in plan.tensors
+            if t.name in self.graph.tensors and self.graph.tensors[t.name].producer is None
+        }
         self.steps: list[Step] = []
         for i, o in enumerate(ops):
             d = decisions[o.name]
@@ -113,6 +123,19 @@ class Trace:
         last = len(base.shape) - 1
         if base.producer is None:  # graph inputs and weights live in device memory, stick on their last dim
             need = last if lay.required[j] is None else lay.required[j]
+            kept, e = self.staged.get(ref.base), edges.get((o.name, j))
+            first = next(k for k, x in enumerate(o.inputs) if base_of(self.graph, x).base == ref.base)
+            if kept is not None and kept.producer == o.name and j == first:
+                until = int(kept.lifetime[1]) if len(kept.lifetime) == 2 else 0
+                return Operand(j, ref, "leaf+keep", None, last, need, None, lay.reads[j], until, kept.address)
+            if e is not None:
+                if kept is None or e.mode not in ("inplace", "relayout"):
+                    raise PlanError(
+                        f"op {o.name!r}: operand {j} ({ref.base!r}) is a graph input with edge mode {e.mode!r}, but the plan stages no such input"
+                    )
+                mode, loader = ("kept" if e.mode == "inplace" else "kept+relayout"), self.step_of.get(kept.producer)
+                copy = e.copy_address if e.mode == "relayout" else None
+                return Operand(j, ref, mode, loader, int(kept.stick), need, copy, lay.reads[j], 0, kept.address)
             return Operand(j, ref, "leaf", None, last, need, None, lay.reads[j])
         e = edges.get((o.name, j))
         if e is None:
@@ -140,3 +163,15 @@ class Trace:
                     f"op {s.name!r} at step {s.index}: core {c} addresses a span of {span} bytes of tensor {t.name!r} "
                     f"in device memory, above the span limit {limit}; the division must split it further"
                 )
+
+
+def kept_slices(trace: Trace, od: Operand) -> dict[int, Box]:
+    """Core -> box of a staged input its loader keeps (``od.producer`` is the loader's step), one core per
+    distinct box (the lowest: a replicated slice is gathered from one holder)."""
+    loader = trace.steps[od.producer]
+    keep = next(x for x in loader.operands if x.mode == "leaf+keep" and x.ref.base == od.ref.base)
+    out: dict[int, Box] = {}
+    for c, box in sorted(keep.boxes):
+        if box not in out.values():
+            out[c] = box
+    return out

@@ -33,7 +33,7 @@ from spyreopt.hw.sim_loop_run import run_loop
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
 from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
 from spyreopt.hw.sim_slices import project
-from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace
+from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace, kept_slices
 from spyreopt.model.layout import box_padded_bytes, intersect
 from spyreopt.model.plan import Plan
 
@@ -164,8 +164,14 @@ class _Run:
         for od in s.operands:
             if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
                 continue
-            if od.mode in ("leaf",) + DEVICE_MODES:
+            if od.mode in ("leaf", "leaf+keep") + DEVICE_MODES:
                 self._device_operand(s, od, mv)
+                if od.mode == "leaf+keep":
+                    self._keep(s, od)
+            elif od.mode == "kept":
+                self._kept(s, od)
+            elif od.mode == "kept+relayout":
+                self._kept_relayout(s, od, mv)
             elif od.mode in LX_MODES:
                 self._scratchpad_operand(s, od, mv)
             else:
@@ -200,6 +206,44 @@ class _Run:
             nb, nq = self._sizes(tensor, box, stick)
             out.append((c, (nb, nq, nb if readers[box] > 1 else 0, nb / readers[box])))
         return out
+
+    def _keep(self, s: Step, od: Operand) -> None:
+        """A staged graph input: the slices this op read from device memory stay at their address."""
+        t = self.trace.tensor(od.ref.base)
+        for c, box in od.boxes:
+            size = box_padded_bytes(box, od.need_stick, t.elem_bytes, self.m.hw.stick_bytes)
+            lo = od.kept_address
+            entry = Entry(f"staged input {od.ref.base!r}", od.ref.base, box, od.need_stick, lo,
+                          None if lo is None else lo + size, od.keep_until)  # fmt: skip
+            self.lx.write(c, entry, s.name, s.index)
+
+    def _kept(self, s: Step, od: Operand) -> None:
+        """A later reader of a staged graph input: each core finds its slice in place, no traffic."""
+        if od.need_stick != od.stored_stick:
+            raise PlanError(
+                f"op {s.name!r} at step {s.index}: staged input {od.ref.base!r} is kept with stick dim "
+                f"{od.stored_stick}, the op reads it with stick dim {od.need_stick}"
+            )
+        for c, box in od.boxes:
+            self.lx.read(c, od.kept_address, od.ref.base, box, od.stored_stick, s.name, s.index,
+                         f"staged input {od.ref.base!r}")  # fmt: skip
+
+    def _kept_relayout(self, s: Step, od: Operand, mv: _Movement) -> None:
+        """A later reader of a staged input whose slices differ: each core gathers its box over the ring from the
+        loader cores' kept slices (one holder per distinct slice), into its copy."""
+        held = kept_slices(self.trace, od)
+        for c, box in od.boxes:
+            frags = [(o, obox, part) for o, obox in held.items() if (part := intersect(obox, box)) is not None]
+            if len(frags) > self.m.hw.relayout_fan_in:
+                raise PlanError(
+                    f"op {s.name!r} at step {s.index}: relayout of staged input {od.ref.base!r} to core {c} gathers "
+                    f"{len(frags)} fragments, above the fan-in limit {self.m.hw.relayout_fan_in}"
+                )
+            for o, obox, part in frags:
+                self.lx.read(o, od.kept_address, od.ref.base, obox, od.stored_stick, s.name, s.index,
+                             f"staged input {od.ref.base!r}")  # fmt: skip
+                mv.ring.append(RingTransfer(o, c, *self._sizes(od.ref.base, part, od.stored_stick, obox)))
+            self._copy(s, od, c, box, od.need_stick, "relayout")
 
     def _scratchpad_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
         """Read in place, or gather a relayout (ring) or restickify (staged through device memory) copy."""

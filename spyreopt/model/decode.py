@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.errors import InfeasibleError, SolverError
+from spyreopt.model import staging
 from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
 from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
@@ -83,6 +84,9 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
                 fan_in=info.fan_in,
             )
         )
+    staged_tensors, staged_edges = staging.decoded(problem, a, sol.offsets)
+    tensors += staged_tensors
+    edges += staged_edges
     stats = {k: v for k, v in sol.stats.items() if k not in WALL_CLOCK_STATS}
     stats["timing"] = {k: v for k, v in sol.stats.items() if k in WALL_CLOCK_STATS}
     stats["timing"]["solve_seconds"] = sol.seconds

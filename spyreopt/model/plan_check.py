@@ -11,6 +11,7 @@ from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.model.staging import decoded, plan_masks
 
 COST_TOLERANCE_US = 1e-6
 
@@ -44,7 +45,8 @@ def fixed_problem(plan: Plan) -> Problem:
             loop = plan.loops[p.loop]
             tiling = (loop.op_dims[o.name], loop.tiles, tuple(loop.staged))
         fixed[o.name] = (tuple(int(p.division[d]) for d in dims), int(p.stick), p.residency, tiling)
-    return Problem(graph, hw, coef, fixed=fixed)
+    masks = plan_masks(graph, compute, plan.tensors, plan.edges)
+    return Problem(graph, hw, coef, fixed=fixed, stage_masks=masks)
 
 
 def check_plan(plan: Plan) -> None:
@@ -77,6 +79,7 @@ def _check_edges(plan: Plan, prob: Problem, a) -> None:
     by_key = {(e.consumer, e.operand): e for e in plan.edges}
     if len(by_key) != len(plan.edges):
         raise PlanError("plan: duplicate edge entries")
+    _check_staged(plan, prob, a)
     for k, e in enumerate(prob.edges):
         cons, prod_ = prob.ops[e.consumer].name, prob.ops[e.producer].name
         pe = by_key.get((cons, e.operand))
@@ -96,8 +99,9 @@ def _check_edges(plan: Plan, prob: Problem, a) -> None:
             raise PlanError(
                 f"edge {prod_!r} -> {cons!r}: copy of {pe.copy_bytes_per_core} bytes per core, needs {info.copy_bytes}"
             )
-    if len(plan.edges) != len(prob.edges):
-        raise PlanError(f"plan: {len(plan.edges)} edges, graph has {len(prob.edges)}")
+    staged_reads = sum(1 for e in plan.edges if e.tensor not in {t.output for t in prob.ops})
+    if len(plan.edges) - staged_reads != len(prob.edges):
+        raise PlanError(f"plan: {len(plan.edges) - staged_reads} edges, graph has {len(prob.edges)}")
 
 
 def _check_buffers(plan: Plan, prob: Problem, a) -> None:
@@ -111,7 +115,9 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
         n = f.nodes[i]
         size = int(n.usages[a[i]])
         if t.residency != prob.candidates[i][0].residency:
-            raise PlanError(f"tensor {t.name!r}: residency {t.residency!r} differs from its op's {prob.candidates[i][0].residency!r}")
+            raise PlanError(
+                f"tensor {t.name!r}: residency {t.residency!r} differs from its op's {prob.candidates[i][0].residency!r}"
+            )
         if size == 0:
             if t.address is not None:
                 raise PlanError(f"tensor {t.name!r}: in device memory but has scratchpad address {t.address}")
@@ -122,11 +128,31 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
         if len(t.lifetime) != 2 or t.lifetime[0] > lo or t.lifetime[1] < hi:
             raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime} does not cover producer to last use {[lo, hi]}")
         buffers.append((f"tensor {t.name!r}", t.address, size, n.interval))
+    for t in plan.tensors:  # kept graph inputs (``model.staging``), checked equal to the decisions' by _check_staged
+        if t.name not in {o.output for o in prob.ops}:
+            buffers.append((f"staged input {t.name!r}", t.address, t.bytes_per_core, tuple(t.lifetime)))
+    for e in plan.edges:  # relayout copies of staged inputs (checked equal to the decisions' by _check_staged)
+        if e.tensor not in {o.output for o in prob.ops} and e.copy_bytes_per_core:
+            buffers.append(
+                (
+                    f"copy of staged input {e.tensor!r} for {e.consumer!r}",
+                    e.copy_address,
+                    e.copy_bytes_per_core,
+                    tuple(e.lifetime),
+                )
+            )
     by_key = {(e.consumer, e.operand): e for e in plan.edges}
     for k, e in enumerate(prob.edges):
         pe = by_key[(prob.ops[e.consumer].name, e.operand)]
         if pe.copy_bytes_per_core:
-            buffers.append((f"copy of {e.tensor!r} for {pe.consumer!r}", pe.copy_address, pe.copy_bytes_per_core, f.edges[k].interval))
+            buffers.append(
+                (
+                    f"copy of {e.tensor!r} for {pe.consumer!r}",
+                    pe.copy_address,
+                    pe.copy_bytes_per_core,
+                    f.edges[k].interval,
+                )
+            )
     for name, addr, size, _ in buffers:
         if addr is None:
             raise PlanError(f"{name}: resident but has no scratchpad address")
@@ -157,3 +183,33 @@ def _check_overlaps(buffers: list) -> None:
         (na, aa, sa, la), (nb, ab, sb, lb) = buffers[clash[0]], buffers[clash[1]]
         step = max(la[0], lb[0])
         raise PlanError(f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}")
+
+
+def _check_staged(plan: Plan, prob: Problem, a) -> None:
+    """The plan's staged inputs and their reads are exactly those its decisions give (size, stick, lifetime,
+    and every read allowed: the loader keeps the slices each reader core needs)."""
+    f = prob.formulation
+    for k in range(len(prob.edges), len(f.edges)):
+        edge = f.edges[k]
+        if not edge.is_allowed(a[edge.u], a[edge.v]):
+            raise PlanError(
+                f"op {prob.ops[edge.v].name!r}: reads a staged input whose loader {prob.ops[edge.u].name!r} does not "
+                f"keep the slices it needs (same cores, boxes and stick)"
+            )
+    outputs = {o.output for o in prob.ops}
+    want_t, want_e = decoded(prob, a, {})
+    got_t = sorted(((t.name, t.producer, t.residency, t.stick, t.bytes_per_core, list(t.lifetime)) for t in plan.tensors
+                    if t.name not in outputs), key=str)  # fmt: skip
+    exp_t = sorted(
+        ((t.name, t.producer, t.residency, t.stick, t.bytes_per_core, list(t.lifetime)) for t in want_t), key=str
+    )
+    if got_t != exp_t:
+        raise PlanError(f"plan: staged inputs {got_t} differ from what the decisions give {exp_t}")
+    got_e = sorted(_staged_read(e) for e in plan.edges if e.tensor not in outputs)
+    exp_e = sorted(_staged_read(e) for e in want_e)
+    if got_e != exp_e:
+        raise PlanError(f"plan: reads of staged inputs {got_e} differ from what the decisions give {exp_e}")
+
+
+def _staged_read(e) -> tuple:
+    return (e.tensor, e.producer, e.consumer, e.operand, e.mode, e.copy_bytes_per_core, list(e.lifetime), e.fan_in)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spyreopt.model.division import label
+from spyreopt.model.staging import staged_inputs
 
 if TYPE_CHECKING:
     from spyreopt.model.plan import Plan
@@ -12,7 +13,8 @@ if TYPE_CHECKING:
 
 def plan_table(plan: Plan) -> str:
     rows = [("op", "kind", "division", "cores", "stick", "residency", "loop", "addr", "pred_us")]
-    tensors = {t.producer: t for t in plan.tensors}
+    staged = staged_inputs(plan)
+    tensors = {t.producer: t for t in plan.tensors if t not in staged}
     for o in plan.ops:
         t = tensors[o.name]
         rows.append(
@@ -38,6 +40,12 @@ def plan_table(plan: Plan) -> str:
     bound = "" if plan.bound_us is None else f"   bound {plan.bound_us:.3f} us"
     lines.append("")
     lines.append(f"edges: {edge_text}")
+    for t in staged:
+        readers = [e.consumer for e in plan.edges if e.tensor == t.name]
+        lines.append(
+            f"staged: {t.name} loaded by {t.producer}, read on chip by {', '.join(readers) or 'no op'}; "
+            f"{t.bytes_per_core} bytes per core at {t.address}, steps {t.lifetime}"
+        )
     if plan.loops:
         lines.append("loops:")
         for n, loop in enumerate(plan.loops):

@@ -10,7 +10,9 @@ stick dim) x residency of its output x balance branch:
   ``min`` is concave, so each op whose reads vary with its producers' choices
   gets two twin candidates, one charging ``a*r``, one ``a*w``. Both over-estimate
   and the cheaper twin is exact; ``normalize`` picks it after any search, so
-  the epigraph of every op time stays linear and exact at the optimum.
+  the epigraph of every op time stays linear and exact at the optimum;
+* an op reading a graph input that several ops read gets a copy of each candidate per staging choice
+  (keep what it read on chip, or read the kept slices instead of device memory: ``model.staging``).
 
 Each producer->consumer operand is an edge whose pair table holds the edge
 mode's cost (in place, relayout, restickify, device-memory read, spill), its
@@ -23,7 +25,7 @@ with a constant set by the distinct signatures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -32,6 +34,7 @@ from spyreopt.costmodel import spyre
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.errors import GraphError, InfeasibleError, PlanError
+from spyreopt.model import staging as staging_model
 from spyreopt.model.candidates import Layout, OpCandidates, op_signature, resolve
 from spyreopt.model.formulation import Formulation, affine_value
 from spyreopt.model.geometry import LayoutQuantities, edge_quantities, layout_quantities
@@ -58,6 +61,7 @@ class Candidate:
     layout: int
     residency: str
     branch: str  # "r" | "w" | "-"
+    stage: int = 0  # bit j: operand j is kept on chip (its loader) or read from the kept slices (``model.staging``)
 
 
 @dataclass(frozen=True)
@@ -123,17 +127,22 @@ class Problem:
         max_layouts: int = 6,
         fixed: dict[str, tuple] | None = None,
         tiling: bool = True,
+        staging: bool = True,
+        stage_masks: dict[str, int] | None = None,
     ):
         """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency[, tiling]): those
         ops get exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned
-        ops); the optional tiling is (dim name, tile count[, staged tensor names]) or None. ``tiling=False`` plans no tiled loops."""
+        ops); the optional tiling is (dim name, tile count[, staged tensor names]) or None. ``tiling=False`` plans no tiled loops.
+        ``staging=False`` stages no graph input (``model.staging``); ``stage_masks`` fixes ops' staging bits (a plan's)."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
         self.coef = coefficients or default()
         for t in graph.tensors.values():
             if t.nbytes > self.hw.device_memory_bytes:
-                raise GraphError(f"tensor {t.name!r}: {t.nbytes} bytes exceed device memory {self.hw.device_memory_bytes}")
+                raise GraphError(
+                    f"tensor {t.name!r}: {t.nbytes} bytes exceed device memory {self.hw.device_memory_bytes}"
+                )
         self._check_device_memory()
         self.ops = [o for o in graph.ops.values() if o.kind != "view"]
         self.step = {o.name: i for i, o in enumerate(self.ops)}
@@ -154,6 +163,10 @@ class Problem:
             self.out_edges[e.producer].append(k)
         self.last_use = [max([i] + [self.edges[k].consumer for k in out]) for i, out in enumerate(self.out_edges)]
         self.leaf = [tuple(self.graph.tensors[r.base].producer is None for r in oc.refs) for oc in self.cands]
+        self.stages = staging_model.find_stages(self) if staging else []
+        self.stage_roles = staging_model.roles(self)
+        self.stage_masks = stage_masks
+        self.stage_relayout = True  # a later reader may relayout the kept slices (False: forbid relayout)
         self._list_ids: dict[int, tuple[list, int]] = {}
         self.candidates = [self._op_candidates(i) for i in range(len(self.ops))]
         self._op_tables: dict[int, tuple[list, OpTable]] = {}
@@ -172,7 +185,14 @@ class Problem:
                 f"graph {g.name!r}: infeasible at time step 0: inputs, weights and outputs need {need} bytes of device "
                 f"memory, which holds {cap} ({need - cap} over); buffers: {shown}; the smallest device memory that "
                 f"would fit is {need}",
-                {"time_step": 0, "usage": need, "limit": cap, "over": need - cap, "buffers": held, "min_capacity": need},
+                {
+                    "time_step": 0,
+                    "usage": need,
+                    "limit": cap,
+                    "over": need - cap,
+                    "buffers": held,
+                    "min_capacity": need,
+                },
             )
 
     # ---- structure ---------------------------------------------------------
@@ -196,7 +216,9 @@ class Problem:
             pin = self.fixed[o.name][:2] if self.fixed and o.name in self.fixed else None
             oc = OpCandidates(self.graph, o, self.hw, self.coef, max_layouts, pin)
             if not oc.layouts:
-                raise GraphError(f"op {o.name!r}: no legal division (span limit {self.hw.span_limit_bytes} bytes per core)")
+                raise GraphError(
+                    f"op {o.name!r}: no legal division (span limit {self.hw.span_limit_bytes} bytes per core)"
+                )
             tiled = self._fixed_tiling(o.name) if pin is not None else None
             if tiled is not None:
                 dim, tiles = parse_tiling(oc, {"dim": tiled[0], "tiles": tiled[1]})
@@ -256,6 +278,12 @@ class Problem:
             self._memo[key] = (tuple(out), self._memo.setdefault(("list", tuple(out)), len(self._memo)))
         cands, list_id = self._memo[key]
         out = list(cands)
+        if self.stage_roles[i]:
+            fixed_mask = None if self.stage_masks is None else self.stage_masks.get(name, 0)
+            if fixed_mask is None and self.fixed and name in self.fixed:
+                fixed_mask = 0  # a fixed op stages nothing unless its staging bits are given (a plan's)
+            out = staging_model.variants(self, i, out, fixed_mask)
+            list_id = self._memo.setdefault(("list", tuple(out)), len(self._memo))
         self._list_ids[i] = (out, list_id)
         return out
 
@@ -298,13 +326,26 @@ class Problem:
         held = self._op_tables.get(i)
         if held is not None and held[0] is cands:
             return held[1]
-        key = ("op", self.sig[i], self.leaf[i], self._candidate_key(i))
+        reads = tuple(sorted(j for j, (role, _) in self.stage_roles[i].items() if role == "read"))
+        key = ("op", self.sig[i], self.leaf[i], self._candidate_key(i), reads)
         if key not in self._memo:
-            codes = [(c.layout, spyre.RESIDENCIES.index(c.residency), spyre.BRANCHES.index(c.branch)) for c in cands]
-            lay, res, br = (np.array(x, dtype=np.int64) for x in zip(*codes))
-            self._memo[key] = op_table(self.coef, self.layout_quantities(i), lay, res, br)
+            if any(c.stage for c in cands):
+                self._memo[key] = staging_model.merged_op_table(
+                    self, i, cands, lambda leaf, cs: self._op_table(i, leaf, cs)
+                )
+            else:
+                self._memo[key] = self._op_table(i, self.leaf[i], cands)
         self._op_tables[i] = (cands, self._memo[key])
         return self._memo[key]
+
+    def _op_table(self, i: int, leaf: tuple[bool, ...], cands: list[Candidate]) -> OpTable:
+        """The table of candidates ``cands`` of op i reading the leaf operands flagged in ``leaf``."""
+        codes = [(c.layout, spyre.RESIDENCIES.index(c.residency), spyre.BRANCHES.index(c.branch)) for c in cands]
+        lay, res, br = (np.array(x, dtype=np.int64) for x in zip(*codes))
+        lkey = ("layouts", self.sig[i], leaf)
+        if lkey not in self._memo:
+            self._memo[lkey] = layout_quantities(self.cands[i], leaf)
+        return op_table(self.coef, self._memo[lkey], lay, res, br)
 
     def edge_table(self, k: int) -> EdgeTable:
         e = self.edges[k]
@@ -382,6 +423,8 @@ class Problem:
                 )
             sums[1 if info.mode == "spill" else 0, e.consumer] += info.read_ps
             sums[2 if info.mode == "relayout" else 3, e.consumer] += info.extra_ps
+        for v, ps in staging_model.edge_costs(self, assignment).items():  # relayouts from staged inputs
+            sums[2, v] += ps
         return tuple(sums)
 
     def _own(self, assignment) -> dict[str, np.ndarray]:
@@ -421,15 +464,17 @@ class Problem:
         return int(sum(int(x) for x in additive + t))
 
     def normalize(self, assignment) -> tuple[int, ...]:
-        """Move every op to its cheaper balance twin (same layout and residency): exact and never worse."""
+        """Move every op to its cheaper balance twin (same layout and residency), and drop kept inputs no op
+        reads (``staging.drop_unread``): exact and never worse."""
         a = list(assignment)
         f = self.formulation
+        staging_model.drop_unread(self, a)
         for term in f.max_terms:
             i = term.node
             c = self.candidates[i][a[i]]
             if c.branch == "-":
                 continue
-            twin = self.candidates[i].index(Candidate(c.layout, c.residency, "w" if c.branch == "r" else "r"))
+            twin = self.candidates[i].index(replace(c, branch="w" if c.branch == "r" else "r"))
             values = []
             cur = a[i]
             for s in (cur, twin):

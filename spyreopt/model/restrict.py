@@ -19,7 +19,7 @@ and every backend sees the restriction because it is in the Formulation.
   copy, that pair is removed, not turned into a spill), ``"restickify"`` (every
   tensor is read in the stick it is stored in),
   ``"tiling"`` (no tiled loops: the plan of the untiled problem), ``"staging"``
-  (nothing to forbid: graph inputs are not staged on chip).
+  (no graph input or weight kept on chip for its later readers, ``model.staging``).
 """
 
 from __future__ import annotations
@@ -42,14 +42,13 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Candidate, Problem
+from spyreopt.model.staging import staged_inputs
 from spyreopt.model.tables import EdgeTable, frozen
 from spyreopt.model.tiling import checked_tiled_layout, parse_tiling, tiled_layout
 
 CAPABILITIES = ("inplace", "relayout", "restickify", "staging", "tiling")
 # capabilities the planner does not have yet: forbidding them is accepted and changes nothing
-NOT_PLANNED = {
-    "staging": "graph inputs are always read from device memory",
-}
+NOT_PLANNED: dict[str, str] = {}
 PIN_KEYS = ("division", "residency", "tiling")
 PIN_RESIDENCIES = {"hbm": ("hbm",), "lx": ("lx", "lx+hbm"), "lx+hbm": ("lx+hbm",)}
 
@@ -89,7 +88,9 @@ class Restriction:
                     raise PlanError(f"pin[{op!r}].tiling: expected {{'dim': name, 'tiles': T}} or null, got {tiling!r}")
                 t = tiling["tiles"]
                 if not isinstance(tiling["dim"], str) or isinstance(t, bool) or not isinstance(t, int) or t < 2:
-                    raise PlanError(f"pin[{op!r}].tiling: expected a dim name and an integer tiles >= 2, got {tiling!r}")
+                    raise PlanError(
+                        f"pin[{op!r}].tiling: expected a dim name and an integer tiles >= 2, got {tiling!r}"
+                    )
             div = decision.get("division", {})
             if not isinstance(div, Mapping):
                 raise PlanError(f"pin[{op!r}].division: expected an object {{dim: parts}}, got {div!r}")
@@ -122,6 +123,7 @@ class RestrictedProblem(Problem):
         restriction: Restriction,
         max_layouts: int = 6,
         tiling: bool = True,
+        staging: bool = True,
     ):
         self.restriction = restriction
         names = {o.name for o in graph.ops.values() if o.kind != "view"}
@@ -130,7 +132,8 @@ class RestrictedProblem(Problem):
                 why = "a view (it has no decisions of its own)" if op in graph.ops else "not an op of the graph"
                 raise PlanError(f"pin: op {op!r} is {why}; pinnable ops: {', '.join(sorted(names))}")
         self._masked: dict[int, tuple[EdgeTable, EdgeTable]] = {}
-        super().__init__(graph, hw, coefficients, max_layouts=max_layouts, tiling=tiling)
+        super().__init__(graph, hw, coefficients, max_layouts=max_layouts, tiling=tiling, staging=staging)
+        self.stage_relayout = "relayout" not in restriction.forbid
         self.candidates = [self._restricted(i) for i in range(len(self.ops))]
 
     # ---- layouts and candidates ------------------------------------------------
@@ -171,7 +174,7 @@ class RestrictedProblem(Problem):
                     f"op {name!r}: forbid restickify, but every legal layout reads a graph input in another stick"
                 )
         if "inplace" in self.restriction.forbid:
-            cands = [c for c in cands if c.residency == "hbm"]
+            cands = [c for c in cands if c.residency == "hbm" and not c.stage]
         if "tiling" in pin:
             cands = self._tiling_pinned(i, cands, pin["tiling"], pin.get("residency"))
         if "residency" in pin:
@@ -337,9 +340,10 @@ def make_problem(
     """The Problem of a graph under a restriction (the plain Problem when nothing is restricted)."""
     restriction = Restriction.of(pin, forbid)
     tiling = "tiling" not in restriction.forbid
+    staging = "staging" not in restriction.forbid
     if restriction.empty:
-        return Problem(graph, hw, coefficients, tiling=tiling)
-    return RestrictedProblem(graph, hw, coefficients, restriction=restriction, tiling=tiling)
+        return Problem(graph, hw, coefficients, tiling=tiling, staging=staging)
+    return RestrictedProblem(graph, hw, coefficients, restriction=restriction, tiling=tiling, staging=staging)
 
 
 def check_backend(restriction: Restriction, backend: str, baseline: bool) -> None:
@@ -370,6 +374,11 @@ def check_restriction(plan: Plan, restriction: Restriction) -> None:
         resident = [t.name for t in plan.tensors if t.residency != "hbm"]
         if resident:
             raise PlanError(f"forbid inplace: tensor(s) {resident} stay on chip")
+    staged = [t.name for t in staged_inputs(plan)]
+    if "staging" in forbid and staged:
+        raise PlanError(f"forbid staging: graph input(s) {staged} staged on chip")
+    if "inplace" in forbid and staged:
+        raise PlanError(f"forbid inplace: graph input(s) {staged} staged on chip")
     if "tiling" in forbid and plan.loops:
         raise PlanError(f"forbid tiling: the plan has {len(plan.loops)} tiled loop(s), first {plan.loops[0].ops}")
     for name, pin in restriction.pin.items():

@@ -20,6 +20,7 @@ from spyreopt.costmodel.analytic import COST_UNIT_US, mixed_ns
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.model.geometry import LayoutQuantities
+from spyreopt.model.staging import stage_edges
 from spyreopt.model.tiling import guard_edges, node_interval
 
 
@@ -162,6 +163,7 @@ def build_formulation(problem) -> Formulation:
     for e, t in zip(problem.edges, etabs):
         edges.append(Edge(e.producer, e.consumer, t.extra, t.allowed, t.copy, (e.consumer, e.consumer + 1)))
     edges.extend(guard_edges(problem))
+    edges.extend(stage_edges(problem))  # last: ``staging.stage_edge_index`` counts them from the end
     terms = []
     for i, t in enumerate(tables):
         incoming = problem.in_edges[i]

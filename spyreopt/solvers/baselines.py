@@ -36,7 +36,8 @@ def _own_best(problem: Problem) -> list[int]:
     for i, cands in enumerate(problem.candidates):
         costs = view.candidate_costs(i, a)
         # an op pinned on chip (a restriction, a segment's boundary) keeps what it may: its own candidates
-        hbm = [s for s, c in enumerate(cands) if c.residency == "hbm"] or list(range(len(cands)))
+        # baselines never stage a graph input (``model.staging``)
+        hbm = [s for s, c in enumerate(cands) if c.residency == "hbm" and not c.stage] or list(range(len(cands)))
         least = min(costs[s] for s in hbm)
         a[i] = min((s for s in hbm if costs[s] == least), key=lambda s: (-_kept_slicings(problem, a, i, s), s))
     return list(problem.normalize(a))

@@ -12,7 +12,7 @@
   continues from the best plan so far and the better plan is kept.
 * **trws+anneal+lns**: a larger problem gets the contest engine's plan
   (``solvers.engine_start``: TRW-S and forest DP under usage prices, made
-  valid and placed), is annealed from the better start, then CP-SAT's
+  valid and placed; kept when better than the start plan), is annealed from the better start, then CP-SAT's
   large-neighbourhood search (exact windows over the schedule and around
   costly terms) continues from anneal's best.
 
@@ -450,8 +450,7 @@ def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, r
             offsets[("edge", k)] = copies[(problem.ops[e.consumer].name, e.operand)]
     hint = Solution(tuple(start), offsets, "feasible", problem.formulation.evaluate(start))
     run.timed("cuts_build", began)
-    start = _better(hint, _stage(run, problem, "trws", planned * ENGINE_SHARE, seed, hint, segment="cuts"))
-    sol = _better(start, _stage(run, problem, CUTS_BACKEND, planned * (1 - ENGINE_SHARE), seed, start, segment="cuts"))
+    sol = _stage(run, problem, CUTS_BACKEND, planned, seed, hint, segment="cuts")
     run.done(f"cuts: {CUTS_BACKEND}")
     if sol is None or sol.objective >= hint.objective:
         return None

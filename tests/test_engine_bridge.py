@@ -97,3 +97,16 @@ def test_rounds_must_be_positive():
 
     with pytest.raises(SolverError, match="rounds"):
         solve_formulation(random_formulation(0), "trws", time_limit=2.0, rounds=0)
+
+
+def test_auto_starts_a_large_problem_from_the_engine_and_says_so():
+    import spyreopt as so
+
+    g = so.workloads.get("transformer_block")  # 30 compute ops: past auto's exact class
+    plan = so.solve(g, time_limit=10, seed=0)
+    plan.validate()
+    stages = plan.stats["auto"]["stages"]
+    assert [s["backend"] for s in stages][:3] == ["hbm", "greedy", "trws"]
+    assert plan.stats["auto"]["method"] == "trws+anneal+lns"
+    assert "contest engine's start (trws) was kept in" in plan.message
+    assert plan.stats["objective_units"] <= min(s["objective"] for s in stages[:2])

@@ -110,3 +110,21 @@ def test_auto_starts_a_large_problem_from_the_engine_and_says_so():
     assert plan.stats["auto"]["method"] == "trws+anneal+lns"
     assert "contest engine's start (trws) was kept in" in plan.message
     assert plan.stats["objective_units"] <= min(s["objective"] for s in stages[:2])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_copies_priced_at_the_anchor_are_exact_there(seed):
+    f = random_formulation(seed, num_nodes=9, max_terms=False, edge_usage=True)
+    priced = 0
+    for a in _assignments(f, seed, count=10):
+        if not _allowed(f, a):
+            continue
+        inst = es.to_instance(f, anchor=a)
+        priced += len(inst.k) - len(f.nodes)
+        x = np.array(a + [a[int(v)] for v in inst.eu[len(f.edges) :]], np.int64)  # every copy follows its consumer
+        assert es.instance_cost(inst, x) == f.evaluate(a)
+        prof = np.zeros(max(f.num_steps, int(inst.hi.max(initial=0))) + 1, np.int64)
+        for i, s in enumerate(x):
+            prof[inst.lo[i] : inst.hi[i]] += inst.usage[inst.off[i] + s]
+        assert prof[: f.num_steps].tolist() == f.usage_profile(a)
+    assert priced  # some copy was live

@@ -12,17 +12,22 @@ limit on node buffers. A Formulation has two more features, so the conversion
   charged at its maximum over the alternatives:
   ``max_k sum_g x_kg <= sum_g max_k x_kg``. Exact for a term over at most one
   edge incident to its node (the Spyre elementwise and single-input ops).
-* **edge memory** (a relayout copy, ``Edge.usages``) is not priced: the engine
-  prices node buffers only.
+* **edge memory** (a relayout copy, ``Edge.usages``) depends on both ends, and
+  the engine prices node buffers only: a first search leaves copies out; a
+  second one (half the rounds) prices each copy on its consumer at the first
+  answer's producer choice, as a buffer that follows the consumer (an extra
+  node whose edge to it allows only equal choices, which the exact reductions
+  merge into the consumer). Exact wherever the producers keep that choice.
 
 Forbidden pairs become the contest's "never" cost (``contest.reduce.BIG``), so
 its exact reductions drop them. Everything else (node and edge costs, node
 usages and intervals, the memory limit) is carried over exactly: without max
 terms, the engine's objective of an allowed assignment is
-``Formulation.evaluate``.
+``Formulation.evaluate``, and with copies priced at that assignment so is its
+usage profile.
 
-The engine's answer is then judged by the Formulation alone: an over-limit
-plan (the copies it did not see) is repaired and descended on anneal's exact
+Both answers are then judged by the Formulation alone: an over-limit plan
+(copies not seen, or priced at another producer choice) is repaired and descended on anneal's exact
 incremental state, addresses come from the placement engine
 (``addresses.spill_until_placed``), and the objective is ``evaluate``. The
 backend hands the better of this start and the hint (or greedy's plan) to
@@ -58,8 +63,12 @@ MAX_ROUNDS = 400  # enough for the prices to settle on the Spyre stacks; more on
 ENGINE_SHARE = 0.3  # of the backend's time limit: the engine's when anneal follows
 
 
-def to_instance(f: Formulation) -> Instance:
-    """The Formulation as the engine's pairwise arrays (approximations: the module docstring)."""
+def to_instance(f: Formulation, anchor=None) -> Instance:
+    """The Formulation as the engine's pairwise arrays (approximations: the module docstring).
+
+    With ``anchor`` (an assignment) every copy is priced too, on its consumer: usage with the producer
+    at the anchor's choice (exact near the anchor).
+    """
     k = np.array([n.num_candidates for n in f.nodes], np.int64)
     off = np.zeros(len(k) + 1, np.int64)
     np.cumsum(k, out=off[1:])
@@ -75,12 +84,36 @@ def to_instance(f: Formulation) -> Instance:
             table[~e.allowed] = BIG
         np.minimum(table, BIG, out=table)
     np.minimum(cost, BIG, out=cost)
-    eu = np.array([e.u for e in f.edges], np.int64)
-    ev = np.array([e.v for e in f.edges], np.int64)
-    eoff = np.zeros(len(f.edges) + 1, np.int64)
+    ends = [(e.u, e.v) for e in f.edges]
+    if anchor is not None:  # each copy as a follower of its consumer: usage[anchor's producer choice, s_v]
+        extra = _anchored_copies(f, anchor)
+        ends += [(v, len(k) + j) for j, (v, _, _) in enumerate(extra)]
+        tables += [np.where(np.eye(len(use), dtype=bool), 0, BIG).astype(np.int64) for _, use, _ in extra]
+        k = np.concatenate([k, [len(use) for _, use, _ in extra]]).astype(np.int64)
+        off = np.zeros(len(k) + 1, np.int64)
+        np.cumsum(k, out=off[1:])
+        cost = np.concatenate([cost, np.zeros(int(off[-1]) - len(cost), np.int64)])
+        usage = np.concatenate([usage] + [use for _, use, _ in extra]).astype(np.int64)
+        lo = np.concatenate([lo, [iv[0] for _, _, iv in extra]]).astype(np.int64)
+        hi = np.concatenate([hi, [iv[1] for _, _, iv in extra]]).astype(np.int64)
+    eu = np.array([u for u, _ in ends], np.int64)
+    ev = np.array([v for _, v in ends], np.int64)
+    eoff = np.zeros(len(ends) + 1, np.int64)
     np.cumsum([t.size for t in tables], out=eoff[1:])
     ecost = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0, np.int64)
     return Instance(f.name, k, off, cost, usage, lo, hi, eu, ev, eoff, ecost, memory_limit(f))
+
+
+def _anchored_copies(f: Formulation, anchor) -> list[tuple[int, np.ndarray, tuple[int, int]]]:
+    """(consumer, usage per consumer candidate with the producer at the anchor, interval) of every live copy."""
+    out = []
+    for e in f.edges:
+        if e.usages is None or e.interval[1] <= e.interval[0] or e.u == e.v:
+            continue
+        use = np.asarray(e.usages[anchor[e.u], :], np.int64)
+        if use.any():
+            out.append((e.v, use, e.interval))
+    return out
 
 
 def _add_max_term(f: Formulation, term, unary: np.ndarray, tables: list[np.ndarray]) -> None:
@@ -120,16 +153,29 @@ def nominal_rounds(inst: Instance, seconds: float) -> int:
     return int(min(max(seconds / per_round, 1), MAX_ROUNDS))
 
 
-def engine_assignment(f: Formulation, *, seed: int, rounds: int, deadline: float) -> tuple[list[int] | None, dict]:
-    """The engine's best assignment of the converted problem (formulation numbering), or None, and its stats."""
-    inst = to_instance(f)
-    r = reduce_instance(inst)
+def engine_assignments(f: Formulation, *, seed: int, rounds: int, deadline: float) -> tuple[list[list[int]], dict]:
+    """The engine's answers (formulation numbering) and its stats: without copies, one; with copies, also
+    the answer of a second problem that prices them at the first answer (``to_instance(f, anchor)``), with
+    half the rounds. The caller judges them exactly.
+    """
+    r = reduce_instance(to_instance(f))
     stats = {"groups": r.n, "free_groups": int((r.k > 1).sum()), "rounds_budget": rounds, "exact": not f.max_terms}
     if not (r.k > 1).any():
-        return r.expand(np.zeros(r.n, np.int64)), {**stats, "rounds": 0, "cut_by_clock": False}
-    res = Search(r, build_graph(r), seed).run(deadline, rounds)
+        return [r.expand(np.zeros(r.n, np.int64))], {**stats, "rounds": 0, "cut_by_clock": False}
+    copies = any(e.usages is not None and e.usages.any() for e in f.edges)
+    first = max(rounds // 2, 1) if copies else rounds
+    res = Search(r, build_graph(r), seed).run(deadline, first)
     stats.update(rounds=res.rounds, cut_by_clock=res.cut_by_clock)
-    return (None if res.x is None else r.expand(res.x)), stats
+    if res.x is None:
+        return [], stats
+    found = [r.expand(res.x)]
+    if rounds > first:
+        r2 = reduce_instance(to_instance(f, anchor=found[0]))
+        res2 = Search(r2, build_graph(r2), seed).run(deadline, rounds - first)
+        stats.update(priced_rounds=res2.rounds, cut_by_clock=res.cut_by_clock or res2.cut_by_clock)
+        if res2.x is not None:
+            found.append(r2.expand(res2.x)[: len(f.nodes)])
+    return found, stats
 
 
 def make_valid(f: Formulation, a: list[int], *, deadline: float) -> list[int] | None:
@@ -147,15 +193,17 @@ def make_valid(f: Formulation, a: list[int], *, deadline: float) -> list[int] | 
 
 
 def engine_solution(f: Formulation, *, seed: int, rounds: int, deadline: float) -> Solution | None:
-    """The engine's plan made valid and placed, judged by ``evaluate``; None when it found none."""
+    """The engine's best answer made valid and placed, judged by ``evaluate``; None when it found none."""
     began = time.perf_counter()
-    a, stats = engine_assignment(f, seed=seed, rounds=rounds, deadline=deadline)
-    if a is None:
+    found, stats = engine_assignments(f, seed=seed, rounds=rounds, deadline=deadline)
+    stats["engine_objectives"] = [f.evaluate(a) for a in found]
+    valid = [v for v in (make_valid(f, a, deadline=deadline) for a in found) if v is not None]
+    if not valid:
         return None
-    stats["engine_objective"] = f.evaluate(a)
-    a = make_valid(f, a, deadline=deadline)
-    if a is None:
-        return None
+    values = [f.evaluate(v) for v in valid]
+    pick = int(np.argmin(values))
+    stats["valid_objectives"], stats["picked"] = values, pick
+    a = valid[pick]
     offsets: dict = {}
     if f.placement is not None:
         try:

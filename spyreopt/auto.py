@@ -12,7 +12,9 @@
   continues from the best plan so far and the better plan is kept.
 * **trws+anneal+lns**: a larger problem gets the contest engine's plan
   (``solvers.engine_start``: TRW-S and forest DP under usage prices, made
-  valid and placed; kept when better than the start plan), is annealed from the better start, then CP-SAT's
+  valid and placed; kept when better than the start plan; skipped, and the
+  method is then **anneal+lns**, when its share of the budget is under
+  ``ENGINE_MIN_SECONDS``), is annealed from the better start, then CP-SAT's
   large-neighbourhood search (exact windows over the schedule and around
   costly terms) continues from anneal's best.
 
@@ -300,7 +302,7 @@ def _better(best: Solution | None, sol: Solution | None) -> Solution | None:
 def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: Any) -> tuple[Solution | None, str]:
     """The start plan, then the search stages of the problem's size class, within ``budget`` seconds."""
     small = len(problem.ops) <= EXACT_OPS
-    method = "exact" if small else "trws+anneal+lns"
+    method = "exact" if small else "anneal+lns"
     label = f"segment {tags['segment']}" if "segment" in tags else problem.graph.name
     best = None
     try:
@@ -314,6 +316,7 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         share = EXACT_SHARE if small else ANNEAL_SHARE
         engine = 0.0 if small or search * ENGINE_SHARE < ENGINE_MIN_SECONDS else ENGINE_SHARE
         if engine:  # the contest engine's start (TRW-S + forest DP under usage prices); anneal goes on from the best
+            method = "trws+anneal+lns"
             best = _better(best, _stage(run, problem, "trws", search * engine, seed, best, **tags))
         best = _better(best, _stage(run, problem, first, search * (share - engine), seed, best, **tags))
         run.done(f"{label}: {first}")

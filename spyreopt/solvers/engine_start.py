@@ -33,7 +33,9 @@ incremental state, addresses come from the placement engine
 backend hands the better of this start and the hint (or greedy's plan) to
 anneal, so it is never worse than its own start. Rounds are a deterministic
 budget (nominal cost per table entry, never measured); the clock is only a
-safety net.
+safety net. The engine's kernels are compiled by numba on first use and then
+loaded from its disk cache; a run that pays the compile (a fresh clone) may
+stop its rounds on the clock, and says so (``stats["engine"]["cut_by_clock"]``).
 """
 
 from __future__ import annotations

@@ -59,7 +59,6 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
-from spyreopt.solvers import engine_start
 from spyreopt.solvers.anneal import search as anneal  # its step-budget constants
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
@@ -240,8 +239,7 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
         opts.update(_anneal_budget(problem.formulation, planned))
         limit = run.left()
     elif backend == "trws":  # the contest engine's start only (anneal follows as its own stage); rounds budgeted
-        opts.update(rounds=engine_start.nominal_rounds(engine_start.to_instance(problem.formulation), planned))
-        opts["then_anneal"] = False
+        opts.update(budget=planned, then_anneal=False)
         limit = run.left()
     elif backend in ("greedy", "hbm"):  # run to completion; the clock only as a safety net
         limit = run.left()

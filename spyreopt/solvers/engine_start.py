@@ -226,20 +226,21 @@ def solve(
     seed: int = 0,
     hint=None,
     rounds: int | None = None,
+    budget: float | None = None,
     then_anneal: bool = True,
     **options,
 ) -> Solution:
     """The engine's start, then (``then_anneal``) anneal from the better of it and the hint (or greedy's plan).
 
-    ``rounds`` None: from ``ENGINE_SHARE`` of the time limit (all of it without anneal) at nominal costs.
-    Other options go to anneal.
+    ``rounds`` None: worth ``budget`` nominal seconds (default: ``ENGINE_SHARE`` of the time limit, all of
+    it without anneal), never measured. Other options go to anneal.
     """
     start = time.perf_counter()
     if rounds is not None and rounds < 1:
         raise SolverError(f"trws: rounds must be >= 1, got {rounds}")
     share = ENGINE_SHARE if then_anneal else 1.0
     if rounds is None:
-        rounds = nominal_rounds(to_instance(f), share * time_limit)
+        rounds = nominal_rounds(to_instance(f), share * time_limit if budget is None else budget)
     own = engine_solution(f, seed=seed, rounds=rounds, deadline=start + share * time_limit)
     if hint is not None and not isinstance(hint, Solution):
         raise SolverError("trws: hint must be a Solution (a valid plan with addresses)")

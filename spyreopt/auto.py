@@ -72,6 +72,7 @@ EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: ann
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)
 ENGINE_SHARE = 0.2  # of a large problem's search budget: the contest engine's start ("trws"), taken from anneal's
 ENGINE_MIN_SECONDS = 0.5  # below this planned budget the engine's fixed work (reductions, repair, placement) dominates
+ENGINE_LOAD_SECONDS = 1.5  # nominal: importing numba and loading the engine's cached kernels, taken from anneal's share
 REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
 MIN_STAGE_SECONDS = 0.2
 MAX_SLOWDOWN = 2.0  # the safety net scales the reserved work by the measured build slowdown, at most this
@@ -312,11 +313,13 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         search = budget * (1 - START_SHARE)
         first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
         share = EXACT_SHARE if small else ANNEAL_SHARE
-        engine = 0.0 if small or search * ENGINE_SHARE < ENGINE_MIN_SECONDS else ENGINE_SHARE
+        after = search * (share - ENGINE_SHARE) - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
+        engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
+        planned = after if engine else search * share
         if engine:  # the contest engine's start (TRW-S + forest DP under usage prices); anneal goes on from the best
             method = "trws+anneal+lns"
-            best = _better(best, _stage(run, problem, "trws", search * engine, seed, best, **tags))
-        best = _better(best, _stage(run, problem, first, search * (share - engine), seed, best, **tags))
+            best = _better(best, _stage(run, problem, "trws", search * ENGINE_SHARE, seed, best, **tags))
+        best = _better(best, _stage(run, problem, first, planned, seed, best, **tags))
         run.done(f"{label}: {first}")
         if best.status != "optimal":
             best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))

@@ -10,9 +10,13 @@
 * **exact**: a problem of at most ``EXACT_OPS`` compute ops goes to CP-SAT from
   the start plan; CP-SAT proves optimality when it can. If it does not, anneal
   continues from the best plan so far and the better plan is kept.
-* **anneal+lns**: a larger problem is annealed from the start plan, then
-  CP-SAT's large-neighbourhood search (exact windows over the schedule and
-  around costly terms) continues from anneal's best.
+* **trws+anneal+lns**: a larger problem gets the contest engine's plan
+  (``solvers.engine_start``: TRW-S and forest DP under usage prices, made
+  valid and placed; kept when better than the start plan; skipped, and the
+  method is then **anneal+lns**, when its share of the budget is under
+  ``ENGINE_MIN_SECONDS``), is annealed from the better start, then CP-SAT's
+  large-neighbourhood search (exact windows over the schedule and around
+  costly terms) continues from anneal's best.
 
 The start plan is the better of greedy and the ``hbm`` baseline (nothing on
 chip, always valid); each later stage is hinted with the best plan so far, so
@@ -65,7 +69,10 @@ SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the
 START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
 STAGES = 3  # progress steps per problem: start plan, first search, second search
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
-ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's (the rest: CP-SAT's LNS)
+ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)
+ENGINE_SHARE = 0.2  # of a large problem's search budget: the contest engine's start ("trws"), taken from anneal's
+ENGINE_MIN_SECONDS = 0.5  # below this planned budget the engine's fixed work (reductions, repair, placement) dominates
+ENGINE_LOAD_SECONDS = 1.5  # nominal: importing numba and loading the engine's cached kernels, taken from anneal's share
 REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
 MIN_STAGE_SECONDS = 0.2
 MAX_SLOWDOWN = 2.0  # the safety net scales the reserved work by the measured build slowdown, at most this
@@ -211,6 +218,10 @@ def _summary(report: dict, run: Run) -> str:
         text += f" over {report['segments']} segments ({report['distinct']} distinct)"
     if chain:
         text += f": {chain}"
+    engine = [s for s in report["stages"] if s["backend"] == "trws"]
+    if engine:
+        used = sum(bool(s.get("engine_used")) for s in engine)
+        text += f"; the contest engine's start (trws) was kept in {used} of {len(engine)} problem(s)"
     if run.interrupted:
         text += "; interrupted (Ctrl-C): best plan so far"
     if run.budget_cut:
@@ -227,6 +238,9 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
     opts: dict[str, Any] = {"hint": hint} if hint is not None else {}
     if backend == "anneal":  # budgets in rounds and steps; the time limit is only the safety net
         opts.update(_anneal_budget(problem.formulation, planned))
+        limit = run.left()
+    elif backend == "trws":  # the contest engine's start only (anneal follows as its own stage); rounds budgeted
+        opts.update(budget=planned, then_anneal=False)
         limit = run.left()
     elif backend in ("greedy", "hbm"):  # run to completion; the clock only as a safety net
         limit = run.left()
@@ -246,10 +260,13 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
             signal.signal(signal.SIGINT, run.sigint)
     if sol is not None:
         record.update(status=sol.status, objective=int(sol.objective))
+        if backend == "trws":
+            record["engine_used"] = bool(sol.stats.get("engine", {}).get("used"))
         if sol.bound is not None:
             record["bound"] = int(sol.bound)
         if (
             sol.stats.get("budget_done") is False
+            or sol.stats.get("engine", {}).get("cut_by_clock")
             or sol.stats.get("wall_limit_hit")
             or sol.status == "timeout"
             and backend == "greedy"
@@ -296,7 +313,13 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         search = budget * (1 - START_SHARE)
         first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
         share = EXACT_SHARE if small else ANNEAL_SHARE
-        best = _better(best, _stage(run, problem, first, search * share, seed, best, **tags))
+        after = search * (share - ENGINE_SHARE) - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
+        engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
+        planned = after if engine else search * share
+        if engine:  # the contest engine's start (TRW-S + forest DP under usage prices); anneal goes on from the best
+            method = "trws+anneal+lns"
+            best = _better(best, _stage(run, problem, "trws", search * ENGINE_SHARE, seed, best, **tags))
+        best = _better(best, _stage(run, problem, first, planned, seed, best, **tags))
         run.done(f"{label}: {first}")
         if best.status != "optimal":
             best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))

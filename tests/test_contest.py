@@ -186,3 +186,29 @@ def test_warm_children_compile_every_kernel_without_error():
     procs = warm.start()
     warm.wait(procs)
     assert [p.exitcode for p in procs] == [0, 0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_trws_decodes_the_optimum_of_a_tree(seed):
+    """TRW-S is exact on a tree: after a few passes its decoding is a brute-force minimum."""
+    from spyreopt.contest.trws import trws_iterate
+
+    rng = np.random.default_rng(seed)
+    n, k = 7, 3
+    parents = [int(rng.integers(0, i)) for i in range(1, n)]
+    d = doc(
+        [(0, 0)] * n,
+        [rng.integers(0, 50, k).tolist() for _ in range(n)],
+        [[0] * k] * n,
+        edge_nodes=[(p, i + 1) for i, p in enumerate(parents)],
+        edge_costs=[rng.integers(0, 50, k * k).tolist() for _ in parents],
+    )
+    r = reduce_instance(instance_from_document(d))
+    assert r.n == n and len(r.ea) == n - 1  # nothing merged or fixed: the tree is intact
+    g = build_graph(r)
+    s = Search(r, g, 0)
+    x = np.zeros(n, np.int64)
+    msg = np.zeros(g.moff[-1])
+    trws_iterate(msg, g.moff, g.rev, r.cost, 5, x, r.k, r.off, g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
+    best = min(s.cost(np.array(y)) for y in itertools.product(range(k), repeat=n))
+    assert s.cost(x) == best

@@ -1,7 +1,7 @@
 """The contest search: usage prices per time step (Lagrangian relaxation) over TRW-S and exact forest moves.
 
 One round: minimise cost + usage x price (summed over each segment's live
-steps) with a TRW-S pass (``trws``; optional) whose decoding seeds an exact
+steps) with a TRW-S pass (``trws``) whose decoding seeds an exact
 induced-forest DP plus a spanning-forest proposal; then make a copy feasible
 (repair at the peak step) and polish it with one-node moves that respect the
 hard limit; keep the best feasible. Prices first grow where the relaxed
@@ -68,8 +68,8 @@ class Result:
 class Search:
     """State of one seeded search over a reduced instance."""
 
-    def __init__(self, r: Reduced, g: Graph, seed: int, use_trws: bool = True):
-        self.r, self.g, self.seed, self.use_trws = r, g, seed, use_trws
+    def __init__(self, r: Reduced, g: Graph, seed: int):
+        self.r, self.g, self.seed = r, g, seed
         self.rng = np.random.default_rng(seed)
         self.x = np.zeros(r.n, np.int64)
         self.lam = np.zeros(r.horizon, np.float64)
@@ -195,7 +195,7 @@ class Search:
             self.best, self.best_x = self.cost(y), y
             t_best = time.monotonic() - t0
         zero = np.zeros(len(r.cost))
-        for _ in range(self.warm if self.use_trws else 0):
+        for _ in range(self.warm):
             if time.monotonic() > deadline:
                 break
             self._trws(zero)
@@ -236,8 +236,7 @@ class Search:
                 )
                 self.lam[~over] *= self.decay
             pens = self._pens()
-            if self.use_trws:
-                self._trws(pens)
+            self._trws(pens)
             self._dp(pens)
             prof = self.profile(self.x)
         if self.best_x is not None:  # a last, longer polish of the best

@@ -17,8 +17,9 @@ table would exceed ``CAP`` entries is shrunk, which bounds the work per window.
 
 Memory is a constraint across the whole schedule, so the pass first ignores it;
 while its optimum overflows, it runs again with each byte held at an overflowing
-step priced (a Lagrangian, prices doubling), and last restricted to candidates
-and pairs whose buffers do not grow (then no step can overflow). A move is
+step priced (a Lagrangian, the price bisected between one that overflows and
+one that fits or improves nothing), and last restricted to candidates and pairs
+whose buffers do not grow (then no step can overflow). A move is
 accepted only when the objective strictly decreases, counted in exact integers
 over every term that reads the window (``local_objective``: the difference of
 ``Formulation.evaluate``, without its O(n) pass per move), every pair it touches
@@ -39,7 +40,7 @@ from spyreopt.solvers.local import INF, LocalView
 WIDTH = 8  # nodes per window
 STRIDE = 2  # windows start every STRIDE nodes: every run of WIDTH - STRIDE + 1 consecutive nodes is in one
 CAP = 1 << 22  # entries of the largest table one window may build (float64: 32 MiB)
-PRICE_ROUNDS = 8  # re-solves of a window with memory priced, before the restricted one
+PRICE_ROUNDS = 8  # re-solves of a window with memory priced (bisecting the price), before the restricted one
 
 
 @dataclass
@@ -346,9 +347,9 @@ class WindowSearch:
     def try_window(self, a: list[int], prof: np.ndarray, nodes: list[int], w: Window | None = None) -> bool:
         """Move ``nodes`` to their exact window optimum when that strictly improves and stays feasible.
 
-        The optimum ignoring memory first; while it overflows, the optimum with every byte held at an
-        overflowing step priced (prices doubling each round); last, the optimum among the moves whose
-        buffers do not grow."""
+        The optimum ignoring memory first; while it overflows, a bisection over one price per byte held at
+        the steps that overflowed (``_priced_move``); last, the optimum among the moves whose buffers do not
+        grow."""
         self.stats["windows"] += 1
         w = w or build_window(self.view, a, nodes)
         if w is None:
@@ -358,24 +359,14 @@ class WindowSearch:
         base = window_value(w, current)
         if not value < base:
             return False  # not even ignoring memory: nothing better here
-        gain = base - value
-        prices = np.zeros(len(prof))
+        new_prof = self._profile_after(a, prof, nodes, cands)
         limit = self.view.limit
-        for round_ in range(PRICE_ROUNDS):
-            new_prof = self._profile_after(a, prof, nodes, cands)
-            if limit is None or new_prof.max(initial=0) <= limit:
-                if self._accept(a, prof, nodes, cands, new_prof, "priced" if round_ else "free"):
-                    return True
-                break
-            self.stats["rejected_memory"] += 1
-            over = np.maximum(new_prof - limit, 0).astype(np.float64)
-            prices[over > 0] += gain / over.sum() * 2.0**round_
-            paid = priced(w, prices)
-            value, cands = solve_window(paid)
-            if not value < window_value(paid, current):
-                # then no move keeping every buffer at most its size improves either (prices are >= 0, so
-                # its priced value is at most its cost plus the current's price): skip the restricted pass
-                return False
+        if limit is None or new_prof.max(initial=0) <= limit:
+            return self._accept(a, prof, nodes, cands, new_prof, "free")
+        self.stats["rejected_memory"] += 1
+        best = self._priced_move(a, prof, w, nodes, new_prof, base - value)
+        if best is not None and self._accept(a, prof, nodes, best[1], best[2], "priced"):
+            return True
         tight = build_window(self.view, a, nodes, restrict=True)
         if tight is None:
             return False
@@ -383,6 +374,36 @@ class WindowSearch:
         if not value < window_value(tight, current):
             return False
         return self._accept(a, prof, nodes, cands, self._profile_after(a, prof, nodes, cands), "restricted")
+
+    def _priced_move(self, a, prof, w: Window, nodes: list[int], over_prof: np.ndarray, gain: float):
+        """The best improving move within the memory limit found by pricing each byte held at a step where a
+        window optimum overflowed (the Lagrangian of the limit), or None.
+
+        One price for all those steps, bisected (geometrically) between a price whose optimum overflows and
+        one whose optimum improves nothing or fits: a price only raised overshoots when the moves that fit hold
+        more bytes than the current one (a loop keeping its tiles on chip where the untiled plan held none),
+        so every byte they add is charged and none looks better than staying."""
+        limit, view = self.view.limit, self.view
+        steps = over_prof > limit
+        lo, hi, price = 0.0, None, gain / float(np.maximum(over_prof - limit, 0).sum())
+        best = None  # (local objective, candidates, profile)
+        for _ in range(PRICE_ROUNDS):
+            paid = priced(w, np.where(steps, price, 0.0))
+            value, cands = solve_window(paid)
+            new_prof = self._profile_after(a, prof, nodes, cands)
+            if new_prof.max(initial=0) > limit:
+                steps |= new_prof > limit
+                lo = price
+            else:
+                trial = list(a)
+                for i, s in zip(nodes, cands):
+                    trial[i] = s
+                obj = local_objective(view, trial, nodes)
+                if obj < local_objective(view, a, nodes) and (best is None or obj < best[0]):
+                    best = (obj, cands, new_prof)
+                hi = price
+            price = price * 2.0 if hi is None else (hi / 4.0 if lo == 0.0 else float(np.sqrt(lo * hi)))
+        return best
 
     def sweep(self, a: list[int], prof: np.ndarray, active: np.ndarray, deadline: float) -> list[int]:
         """One pass of windows ``[p, p + width)`` (every ``stride`` nodes, and the last) over the schedule,

@@ -33,6 +33,7 @@ from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.direct import solve_direct
 from spyreopt.errors import PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model import staging as staging_model
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
@@ -44,8 +45,18 @@ STATUS_ORDER = ("optimal", "feasible", "timeout")
 
 
 def restricted_problem(seg: Segment, hw: HardwareSpec, coef: Coefficients) -> Problem:
-    """The segment's Problem with each restricted op keeping only the candidates the cut allows."""
+    """The segment's Problem with each restricted op keeping only the candidates the cut allows, staging only
+    weights: a tensor entering the segment is an input of the segment graph but an activation of the full graph,
+    which cannot stage it (``model.staging`` keeps graph inputs and weights), so the segment keeps none of its
+    inputs on chip; the first segment neither, so identical layers keep one key and the stitched plan costs what
+    its segments do."""
     p = Problem(seg.graph, hw, coef)
+    weights = [st for st in p.stages if seg.graph.tensors[st.tensor].role == "weight"]
+    if len(weights) < len(p.stages):
+        p.stages = weights
+        p.stage_roles = staging_model.roles(p)
+        p._list_ids.clear()
+        p.candidates = [p._op_candidates(i) for i in range(len(p.ops))]
     for tensor, (residencies, stick) in seg.restrict.items():
         i = p.step[seg.graph.tensors[tensor].producer]
         keep = [

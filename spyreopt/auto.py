@@ -83,7 +83,7 @@ CUTS_BACKEND = (
 )
 MIN_SEGMENT_SECONDS = 2.0  # the cut windows get a share only if every distinct segment keeps at least this
 WHOLE_SECONDS_PER_OP = 0.02  # nominal: building the whole graph (repeated layers share tables) and greedy on it
-WHOLE_SHARE = 0.25  # whole-graph greedy is a layers candidate when its nominal cost fits this share of the limit
+WHOLE_SHARE = 0.5  # whole-graph greedy is a layers candidate when its nominal cost fits this share of the limit
 
 Progress = Callable[[str], None]
 

@@ -6,7 +6,9 @@
   crossing each cut goes through device memory; when the budget allows, the ops
   around the cuts are then re-planned on the full graph (every other op fixed,
   annealed from the stitched plan), which may keep a crossing tensor on chip.
-  Feasible, never claimed optimal.
+  When its nominal cost fits ``WHOLE_SHARE`` of the limit, greedy also plans
+  the whole graph (its window moves cross the cuts, which a stitched plan
+  cannot) and the cheaper plan is kept. Feasible, never claimed optimal.
 * **exact**: a problem of at most ``EXACT_OPS`` compute ops goes to CP-SAT from
   the start plan; CP-SAT proves optimality when it can. If it does not, anneal
   continues from the best plan so far and the better plan is kept.
@@ -80,6 +82,8 @@ CUTS_BACKEND = (
     "anneal"  # re-plans the cut windows (it reached CP-SAT's bound on an 8-layer decode; CP-SAT did not move)
 )
 MIN_SEGMENT_SECONDS = 2.0  # the cut windows get a share only if every distinct segment keeps at least this
+WHOLE_SECONDS_PER_OP = 0.02  # nominal: building the whole graph (repeated layers share tables) and greedy on it
+WHOLE_SHARE = 0.5  # whole-graph greedy is a layers candidate when its nominal cost fits this share of the limit
 
 Progress = Callable[[str], None]
 
@@ -346,7 +350,10 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
     # the windows' problem (its freed ops repeat cut after cut: the build shares their tables), then its decode
     refine_cost = BUILD_SECONDS_PER_OP * len(free) * len(distinct) / len(segs) + 2 * finish
-    nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish
+    n_ops = sum(o.kind != "view" for o in graph.ops.values())
+    whole = WHOLE_SECONDS_PER_OP * n_ops + finish
+    whole = whole if whole <= WHOLE_SHARE * time_limit else 0.0
+    nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish + whole
     search = SEARCH_SHARE * (time_limit - nominal - refine_cost)
     refine = REFINE_SHARE * search if search * (1 - REFINE_SHARE) >= len(distinct) * MIN_SEGMENT_SECONDS else 0.0
     if refine:  # planned, but the segments' safety net reserves only the stitch: the windows are optional
@@ -354,13 +361,13 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     else:
         search = SEARCH_SHARE * (time_limit - nominal)
     budgets = _segment_budgets(search, seg_ops, [sum(k == key for k, _, _ in keyed) for key in distinct])
-    run.bar.total = STAGES * len(distinct) + (1 if refine else 0)
+    run.bar.total = STAGES * len(distinct) + (1 if refine else 0) + (1 if whole else 0)
     solved: dict[str, dict] = {}
     methods = []
     for n, (key, seg) in enumerate(distinct.items()):
         if run.interrupted:
             break
-        run.reserve = BUILD_SECONDS_PER_OP * sum(seg_ops[n + 1 :]) + finish
+        run.reserve = BUILD_SECONDS_PER_OP * sum(seg_ops[n + 1 :]) + finish + whole
         try:
             began = time.perf_counter()
             problem = restricted_problem(seg, hw, coef)
@@ -388,17 +395,56 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     run.timed("stitch", began)
     refined = None
     if refine and not run.interrupted:
-        run.reserve = finish  # the refined plan's decode
+        run.reserve = finish + whole  # the refined plan's decode, then the whole graph's greedy
         if run.left() < (refine_cost - finish) * run.slowdown:  # the clock says no: skipped, and said so
             run.budget_cut = True
         else:
             refined = refine_cuts(graph, plan, free, hw, coef, seed, run, refine)
     plan = refined or plan
+    kept = None
+    if whole and not run.interrupted:
+        run.reserve = 0.0
+        if run.left() < whole * run.slowdown:  # the clock says no: skipped, and said so
+            run.budget_cut = True
+        else:
+            kept = whole_greedy(graph, plan, hw, coef, seed, run, whole)
+    plan = kept or plan
     plan.stats["auto"] = _report(
-        "layers/" + "+".join(sorted(set(methods))) + ("+cuts" if refine else ""), run, segments=len(segs),
-        distinct=len(distinct), segment_budgets_s=[round(b, 3) for b in budgets], cut_ops=len(free) if refine else 0,
+        "layers/" + "+".join(sorted(set(methods))) + ("+cuts" if refine else "") + ("+whole" if whole else ""),
+        run, segments=len(segs), distinct=len(distinct), segment_budgets_s=[round(b, 3) for b in budgets],
+        cut_ops=len(free) if refine else 0, whole_greedy_kept=kept is not None,
     )  # fmt: skip
     return plan
+
+
+def whole_greedy(graph: Graph, plan: Plan, hw, coef, seed: int, run: Run, planned: float) -> Plan | None:
+    """Greedy on the whole graph: its window moves may cross the cuts, where the stitched plan keeps every crossing
+    tensor in device memory. Its plan if cheaper than ``plan`` (ties keep the layered one), else None."""
+    began = time.perf_counter()
+    try:
+        problem = Problem(graph, hw, coef)
+        assert problem.formulation is not None  # built here, so the build is timed as such
+    except KeyboardInterrupt:
+        run.interrupted = True
+        return None
+    run.timed("whole_build", began)
+    sol = _stage(run, problem, "greedy", planned, seed, None, segment="whole")
+    run.done("whole: greedy")
+    if sol is None:
+        return None
+    began = time.perf_counter()
+    sol.stats = {}
+    candidate = decode(problem, sol, backend="auto", seed=seed)
+    run.timed("whole_decode", began)
+    if candidate.cost_us >= plan.cost_us:
+        return None
+    try:
+        candidate.validate()
+    except PlanError as exc:
+        raise PlanError(f"auto: the whole graph's greedy plan is invalid: {exc}") from exc
+    candidate.status = plan.status  # the layers method claims feasibility only
+    candidate.message = plan.message + "; whole-graph greedy was cheaper than the stitched plan, kept"
+    return candidate
 
 
 def _segment_budgets(search: float, ops: list[int], copies: list[int]) -> list[float]:
@@ -435,7 +481,12 @@ def refine_cuts(graph: Graph, plan: Plan, free: set[str], hw, coef, seed: int, r
     loops = plan.loops  # a fixed op keeps its tiled loop: (its tiled dim, the tile count, the staged tensors)
     tiling = {n: (x.op_dims[n], x.tiles, tuple(x.staged)) for x in loops for n in x.ops}
     fixed = {
-        name: (tuple(o.division[d] for d in op_space(graph, graph.ops[name]).dims), o.stick, o.residency, tiling.get(name))
+        name: (
+            tuple(o.division[d] for d in op_space(graph, graph.ops[name]).dims),
+            o.stick,
+            o.residency,
+            tiling.get(name),
+        )
         for name, o in decided.items()
         if name not in free
     }

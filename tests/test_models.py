@@ -174,7 +174,7 @@ def test_auto_replans_the_cuts_on_the_full_graph():
     plan.validate()
     report = plan.stats["auto"]
     # per cut the residual's producer and readers: 3 in a layer (norm square and scale, residual add), 2 in norm_f
-    assert report["method"].endswith("+cuts") and report["cut_ops"] == 4 + 4 + 3
+    assert "+cuts" in report["method"] and report["cut_ops"] == 4 + 4 + 3
     (cuts,) = [s for s in report["stages"] if s.get("segment") == "cuts"]
     assert plan.stats["objective_units"] <= cuts["start"]  # never worse than the stitched plan it starts from
     assert plan.status == "feasible" and plan.cost_us <= so.solve(g, "greedy", decompose="layers").cost_us
@@ -238,6 +238,7 @@ def test_models_bench_rows_compare_auto_with_a_baseline():
     assert auto.workload == "tiny_decode_2l_s1_c64" and auto.ops == greedy.ops > 50
     assert auto.note.startswith(("within 10 s wall", "over 10 s wall")) and "auto/greedy cost" in greedy.note
     assert auto.cost_us <= greedy.cost_us
+    assert "+whole" in auto.note  # whole-graph greedy was a candidate (its window moves cross the cuts)
 
 
 def test_ctrl_c_in_a_layer_decomposition_finishes_with_greedy(tmp_path, monkeypatch):

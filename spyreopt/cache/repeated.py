@@ -9,7 +9,7 @@ segment's decision) and validated.
 
 What the decomposition fixes: every tensor crossing a cut goes through device
 memory, stick on its last dim, and so does every graph output's layout when the
-graph is split. With that fixed the problem separates exactly, so each segment's
+graph is split; no segment stages an input (``model.staging``). With that fixed the problem separates exactly, so each segment's
 optimum is the optimum of the fixed problem; the unrestricted whole-graph
 optimum may be lower (it may keep a crossing tensor in scratchpad). The stitched
 plan therefore never claims "optimal" and carries no bound. ``time_limit``
@@ -44,8 +44,11 @@ STATUS_ORDER = ("optimal", "feasible", "timeout")
 
 
 def restricted_problem(seg: Segment, hw: HardwareSpec, coef: Coefficients) -> Problem:
-    """The segment's Problem with each restricted op keeping only the candidates the cut allows."""
-    p = Problem(seg.graph, hw, coef)
+    """The segment's Problem with each restricted op keeping only the candidates the cut allows, and no input
+    staging: a tensor entering the segment is an input of the segment graph but an activation of the full graph,
+    which cannot stage it, and ``stitch`` fixes every op with no staging bits; so the segment's optimum is the
+    stitched plan's cost (identical layers keep one key, the first one included)."""
+    p = Problem(seg.graph, hw, coef, staging=False)
     for tensor, (residencies, stick) in seg.restrict.items():
         i = p.step[seg.graph.tensors[tensor].producer]
         keep = [

@@ -48,9 +48,10 @@ class Segment:
     restrict: dict[str, tuple[tuple[str, ...], int]]
 
     def extra(self) -> dict:
-        """The restriction in canonical names, for the segment's cache key."""
+        """The restriction in canonical names and the staging rule, for the segment's cache key."""
         names = canonical_graph(self.graph).tensor_names
-        return {"restrict": {names[t]: [list(r), s] for t, (r, s) in sorted(self.restrict.items())}}
+        restrict = {names[t]: [list(r), s] for t, (r, s) in sorted(self.restrict.items())}
+        return {"restrict": restrict, "staging": False}  # ``repeated.restricted_problem`` stages no input
 
 
 class Schedule:

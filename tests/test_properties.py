@@ -4,7 +4,6 @@ Bounded example counts by default (the "ci" profile); select the longer profile
 with ``SPYREOPT_HYPOTHESIS_PROFILE=long``.
 """
 
-import itertools
 import os
 import time
 
@@ -17,23 +16,16 @@ from spyreopt.model.problem import Problem
 from spyreopt.model.staging import plan_masks
 from spyreopt.solvers.registry import solve_formulation
 from spyreopt.testing import strategies as sst
+from spyreopt.testing.formulations import unplaced_optimum
 
 settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 settings.register_profile("long", max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("SPYREOPT_HYPOTHESIS_PROFILE", "ci"))
 
-BACKENDS = [b for b in ["greedy", "anneal", "cpsat", "milp"] if b not in os.environ.get("SPYREOPT_SKIP_BACKENDS", "").split(",")]
+BACKENDS = [
+    b for b in ["greedy", "anneal", "cpsat", "milp"] if b not in os.environ.get("SPYREOPT_SKIP_BACKENDS", "").split(",")
+]
 TIME_LIMIT = 5.0
-
-
-def _brute_force(f) -> int | None:
-    """Exact optimum of a tiny formulation without placement, by enumeration."""
-    best = None
-    for a in itertools.product(*(range(n.num_candidates) for n in f.nodes)):
-        if f.is_feasible(a):
-            value = f.evaluate(a)
-            best = value if best is None else min(best, value)
-    return best
 
 
 @given(sst.problems(max_ops=4, max_dim=256))
@@ -71,7 +63,7 @@ def _assignment(problem: Problem, plan) -> tuple[int, ...]:
 
 @given(sst.formulations(max_nodes=5, max_candidates=3, placement=False))
 def test_exact_backends_equal_brute_force_on_tiny_formulations(f):
-    best = _brute_force(f)
+    best = unplaced_optimum(f)
     assert best is not None  # zero-memory candidates always fit
     for backend in ("cpsat", "milp"):
         sol = solve_formulation(f, backend, time_limit=TIME_LIMIT, seed=0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 import spyreopt as so
@@ -13,6 +11,7 @@ from spyreopt.model.restrict import make_problem
 from spyreopt.model.staging import staged_inputs
 from spyreopt.reproduce import device_memory_bytes
 from spyreopt.solvers import cpsat, milp
+from spyreopt.testing.formulations import unplaced_optimum
 
 BACKENDS = ("greedy", "anneal", "cpsat", "milp")
 
@@ -122,19 +121,6 @@ def _moved(plan: so.Plan) -> so.Plan:
     return out
 
 
-def brute_force(f) -> int:
-    """The optimum by enumeration (allowed pairs and the per-step memory limit; these tiny problems place)."""
-    best = None
-    for a in itertools.product(*(range(n.num_candidates) for n in f.nodes)):
-        if any(not e.is_allowed(a[e.u], a[e.v]) for e in f.edges):
-            continue
-        if f.usage_limit is not None and max(f.usage_profile(a), default=0) > f.usage_limit:
-            continue
-        value = f.evaluate(a)
-        best = value if best is None else min(best, value)
-    return best
-
-
 def test_cpsat_and_milp_find_the_optimum_over_staging_choices():
     g = so.Graph("tiny")
     x = g.input("x", (64, 128), "fp16")
@@ -144,8 +130,8 @@ def test_cpsat_and_milp_find_the_optimum_over_staging_choices():
     problem = Problem(g, hw, max_layouts=2, tiling=False)
     f = problem.formulation
     assert any(c.stage for c in problem.candidates[1])  # b may read x on chip
-    best = brute_force(f)
-    unstaged = brute_force(Problem(g, hw, max_layouts=2, tiling=False, staging=False).formulation)
+    best = unplaced_optimum(f)
+    unstaged = unplaced_optimum(Problem(g, hw, max_layouts=2, tiling=False, staging=False).formulation)
     assert best < unstaged  # staging is the better choice here
     for solve in (cpsat.solve, milp.solve):
         sol = solve(f, time_limit=20, seed=0)

@@ -27,6 +27,7 @@ from spyreopt.model.tiling import (
     tiled_layout,
 )
 from spyreopt.model.tiling_rules import Tile, tile_reason
+from spyreopt.testing.formulations import unplaced_optimum
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner
 # A core addresses at most 64 KiB of one tensor, so every op of ``chain()`` runs on all 4 cores. Without it a
@@ -233,15 +234,6 @@ def test_a_pinned_tiling_is_honoured_and_a_loop_that_cannot_fit_is_a_typed_error
 
 
 # ---- the backends' optimum over tilings ---------------------------------------------------------------
-def brute_force(problem: Problem) -> int:
-    f = problem.formulation
-    best = None
-    for a in itertools.product(*[range(n.num_candidates) for n in f.nodes]):
-        if not all(e.is_allowed(a[e.u], a[e.v]) for e in f.edges) or max(f.usage_profile(a)) > f.usage_limit:
-            continue
-        value = f.evaluate(a)
-        best = value if best is None or value < best else best
-    return best
 
 
 @pytest.mark.parametrize(
@@ -251,12 +243,12 @@ def brute_force(problem: Problem) -> int:
 )
 def test_cpsat_and_milp_find_the_brute_force_optimum_over_tilings(graph, hw):
     problem = Problem(graph, hw)
-    best = brute_force(problem)
+    best = unplaced_optimum(problem.formulation)
     for backend in ("cpsat", "milp"):
         plan = so.solve(graph, hardware=hw, backend=backend, time_limit=20)
         assert plan.stats["objective_units"] == best, backend
         assert plan.loops, backend  # the optimum is a loop: the intermediate does not fit untiled
-    assert best < brute_force(Problem(graph, hw, tiling=False))
+    assert best < unplaced_optimum(Problem(graph, hw, tiling=False).formulation)
 
 
 def test_time_limits_hold_and_plans_are_deterministic():

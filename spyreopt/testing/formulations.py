@@ -7,6 +7,8 @@ so a feasible assignment always exists.
 
 from __future__ import annotations
 
+from itertools import product
+
 import numpy as np
 
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
@@ -39,7 +41,9 @@ def random_formulation(
     for i, s in enumerate(sizes):
         usages = rng.integers(0, 5, size=s) * 128
         usages[0] = 0  # the zero-memory fallback
-        nodes.append(Node(f"n{i}", rng.integers(0, 100, size=s).astype(np.int64), usages.astype(np.int64), (i, last_use[i])))
+        nodes.append(
+            Node(f"n{i}", rng.integers(0, 100, size=s).astype(np.int64), usages.astype(np.int64), (i, last_use[i]))
+        )
     edges = []
     for u, v in pairs:
         su, sv = sizes[u], sizes[v]
@@ -60,9 +64,7 @@ def random_formulation(
             incoming = [k for k, e in enumerate(edges) if e.v == i]
             alts = []
             for _ in range(2):
-                parts = tuple(
-                    (k, rng.integers(0, 40, size=edges[k].costs.shape).astype(np.int64)) for k in incoming
-                )
+                parts = tuple((k, rng.integers(0, 40, size=edges[k].costs.shape).astype(np.int64)) for k in incoming)
                 alts.append(Affine(rng.integers(0, 60, size=sizes[i]).astype(np.int64), parts))
             terms.append(MaxTerm(i, tuple(alts)))
     peak = sum(int(n.usages.max()) for n in nodes) + sum(int(e.usages.max()) for e in edges if e.usages is not None)
@@ -88,3 +90,16 @@ def iopddl_document(intervals, costs, usages, edge_nodes=(), edge_costs=(), limi
     if limit is not None:
         problem["usage_limit"] = limit
     return {"problem": problem}
+
+
+def unplaced_optimum(f: Formulation) -> int | None:
+    """The optimum of a tiny formulation by enumeration: allowed pairs and the usage limit hold, addresses are not
+    placed (None when no assignment is feasible). The exact reference the backends' tests compare against."""
+
+    def holds(a: tuple[int, ...]) -> bool:
+        if not all(e.is_allowed(a[e.u], a[e.v]) for e in f.edges):
+            return False
+        return f.usage_limit is None or max(f.usage_profile(a), default=0) <= f.usage_limit
+
+    feasible = (f.evaluate(a) for a in product(*(range(n.num_candidates) for n in f.nodes)) if holds(a))
+    return min(feasible, default=None)

@@ -246,3 +246,10 @@ class Solution:
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
     message: str = ""
+
+
+def hint_start(hint) -> tuple[tuple[int, ...], dict[BufferKey, int]]:
+    """A backend's hint as (assignment, offsets): a Solution's own, or a bare assignment without addresses."""
+    if isinstance(hint, Solution):
+        return tuple(int(s) for s in hint.assignment), dict(hint.offsets)
+    return tuple(int(s) for s in hint), {}

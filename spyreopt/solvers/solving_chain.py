@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from spyreopt.errors import InfeasibleError, SolverError
-from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.model.formulation import Formulation, Solution, hint_start
 from spyreopt.solvers.presolve import Reduction, reduce_formulation
 
 GREEDY_SHARE = 0.1
@@ -103,10 +103,7 @@ def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats
     """A plan checked with ``f.violations``: the hint if valid, else greedy's (improved by anneal when
     ``improve``); None if there is none."""
     if hint is not None:
-        if isinstance(hint, Solution):
-            assignment, offsets = tuple(int(s) for s in hint.assignment), dict(hint.offsets)
-        else:
-            assignment, offsets = tuple(int(s) for s in hint), {}
+        assignment, offsets = hint_start(hint)
         try:
             bad = f.violations(assignment, offsets if f.placement else None)
         except ValueError as exc:

@@ -57,11 +57,11 @@ import time
 import numpy as np
 
 from spyreopt.errors import InfeasibleError, SolverError
-from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.model.formulation import Formulation, Solution, hint_start
 from spyreopt.solvers.cpsat.search import Incumbent, Run, Search
 from spyreopt.solvers.presolve import Domains, domains, memory_limit, term_minima_bound
 
-GREEDY_SHARE = 0.1  # share of the time limit the greedy warm start may use
+GREEDY_SHARE = 0.25  # share of the time limit the greedy warm start may use (its window moves need it)
 OPTIONS = {"deterministic", "lns", "log", "window"}
 
 
@@ -123,10 +123,7 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
 def _warm_start(f: Formulation, hint, time_limit: float, seed: int, stats: dict) -> Incumbent | None:
     """The hint, or greedy's plan; None (said in stats) when neither gives a valid plan."""
     if hint is not None:
-        if isinstance(hint, Solution):
-            assignment, offsets = tuple(int(s) for s in hint.assignment), dict(hint.offsets)
-        else:
-            assignment, offsets = tuple(int(s) for s in hint), {}
+        assignment, offsets = hint_start(hint)
         try:
             bad = f.violations(assignment, offsets)
         except ValueError as exc:

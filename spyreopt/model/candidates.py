@@ -8,6 +8,8 @@ cores a multiple of source cores, fan-in within the limit) and its cost.
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from copy import copy
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,13 +20,12 @@ import numpy as np
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import PlanError
+from spyreopt.model import memo
 from spyreopt.model.division import (
     Division,
     enumerate_divisions,
-    iteration_box,
     label,
     legal_factors,
-    owners,
     parse_label,
     project,
     reduction_split,
@@ -99,7 +100,11 @@ def op_signature(g: Graph, op: Op) -> tuple:
 
 
 class OpCandidates:
-    """All legal layouts of one op."""
+    """All legal layouts of one op.
+
+    Layouts, enumerations and read sizes are pure functions of the op's signature, the hardware and the
+    coefficients, so every op with the same three shares them process-wide (``model.memo``): a segment, the
+    stitched whole graph and the plan check of a model enumerate each distinct op once."""
 
     def __init__(
         self,
@@ -115,8 +120,14 @@ class OpCandidates:
         self.out: Tensor = g.tensors[op.output]
         self.refs = tuple(resolve(g, x) for x in op.inputs)
         self.g, self.hw, self.coef = g, hw, coef
-        self._sizes: dict[tuple, tuple[int, int, int]] = {}
-        self.layouts = self._enumerate(max_layouts) if fixed is None else [self.checked_layout(*fixed)]
+        self.memo = memo.op_memo((op_signature(g, op), hw, coef))
+        self._sizes: dict[tuple, tuple[int, int, int]] = self.memo.sizes
+        if fixed is not None:
+            self.layouts = [self.checked_layout(*fixed)]
+        else:
+            if max_layouts not in self.memo.enumerated:
+                self.memo.enumerated[max_layouts] = tuple(self._enumerate(max_layouts))
+            self.layouts = list(self.memo.enumerated[max_layouts])
 
     def like(self, g: Graph, op: Op) -> OpCandidates:
         """The candidates of another op with the same ``op_signature``: layouts and sizes shared, not recomputed."""
@@ -135,7 +146,9 @@ class OpCandidates:
         if not 0 <= stick < rank:
             raise PlanError(f"op {name!r}: stick dim {stick} out of range for output rank {rank}")
         if self.op.kind in ("matmul", "reshape") and stick != rank - 1:
-            raise PlanError(f"op {name!r}: a {self.op.kind} writes its output stick-on-last (dim {rank - 1}), not {stick}")
+            raise PlanError(
+                f"op {name!r}: a {self.op.kind} writes its output stick-on-last (dim {rank - 1}), not {stick}"
+            )
         if len(factors) != len(space.dims):
             raise PlanError(f"op {name!r}: division has {len(factors)} factors, iteration space {space.dims}")
         required = self._required(stick)
@@ -146,7 +159,9 @@ class OpCandidates:
         splits = [d for d, f, red in zip(space.dims, factors, space.reduction) if red and f > 1]
         if len(splits) > 1:
             raise PlanError(f"op {name!r}: division splits {len(splits)} reduction dims {splits}; at most one")
-        for d, f, e, u, red, ok in zip(space.dims, factors, space.extents, units, space.reduction, space.splittable_reduction):
+        for d, f, e, u, red, ok in zip(
+            space.dims, factors, space.extents, units, space.reduction, space.splittable_reduction
+        ):
             if red and not ok and f > 1:
                 raise PlanError(f"op {name!r}: division splits reduced dim {d} of a {self.op.kind}")
             if f not in legal_factors(e, u):
@@ -218,7 +233,10 @@ class OpCandidates:
             # two rankings, so both kinds of good layout survive: fastest alone with every operand
             # read from device memory (replication counted), and fastest compute (best when operands are on chip)
             by_alone = sorted(group, key=lambda lay: (round(self._isolated_ns(lay), 6), lay.division.factors))
-            by_compute = sorted(group, key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors))
+            by_compute = sorted(
+                group,
+                key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors),
+            )
             chosen = by_alone[:max_layouts]
             chosen += [lay for lay in by_compute[: max(max_layouts // 2, 1)] if lay not in chosen]
             kept.extend(chosen)
@@ -237,29 +255,54 @@ class OpCandidates:
         return float(cm.overlap(coef, lay.compute_ns, mem, cm.overlap_fraction(coef, lay.stream_bytes)) + lay.psum_ns)
 
     def _layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
+        """The layout of a division and output stick dim (``required`` follows from the stick), None when a
+        span is over the limit; built once per op key."""
+        return self.memo.layout((div.factors, div.chunks, stick), lambda: self._new_layout(div, stick, required))
+
+    def _new_layout(self, div: Division, stick: int, required: tuple[int | None, ...]) -> Layout | None:
+        """Cores in row-major order over the factors (``division.core_index``); spans, padded sizes and DMA
+        requests computed once per distinct slice (most cores' slices repeat, or share their extents)."""
         hw, coef, space = self.hw, self.coef, self.space
-        limit = hw.span_limit_bytes
-        boxes = [iteration_box(space, div, c) for c in range(div.cores)]
-        own = {c: project(boxes[c], space.output_map) for c in owners(space, div)}
-        eb, sb = self.out.elem_bytes, hw.stick_bytes
+        limit, sb = hw.span_limit_bytes, hw.stick_bytes
+        ranges = [
+            [(i * c, min((i + 1) * c, e)) for i in range(f)] for f, c, e in zip(div.factors, div.chunks, space.extents)
+        ]
+        boxes = list(itertools.product(*ranges))  # == [iteration_box(space, div, c) for c in range(div.cores)]
+        red = [d for d, r in enumerate(space.reduction) if r]
+        out_map = space.output_map
+        own = {
+            c: tuple((0, 1) if d is None else box[d] for d in out_map)  # == project(box, out_map)
+            for c, box in enumerate(boxes)
+            if all(box[d][0] == 0 for d in red)  # == owners(space, div): k index 0
+        }
+        eb = self.out.elem_bytes
+        own_sizes = {}
         for box in own.values():
-            if span_bytes(box, self.out.shape, stick, eb, sb) > limit:
-                return None
+            if box not in own_sizes:
+                if span_bytes(box, self.out.shape, stick, eb, sb) > limit:
+                    return None
+                own_sizes[box] = box_padded_bytes(box, stick, eb, sb)
         reads = []
         streamed = [0] * div.cores
         for j, ref in enumerate(self.refs):
             base = self.g.tensors[ref.base]
             rstick = required[j] if required[j] is not None else len(base.shape) - 1
-            per_core = []
-            for c, box in enumerate(boxes):
-                rbox = self._read_box(j, ref, box, div)
-                if span_bytes(rbox, base.shape, rstick, base.elem_bytes, sb) > limit:
-                    return None
-                per_core.append((c, rbox))
-                streamed[c] += box_padded_bytes(rbox, rstick, base.elem_bytes, sb)
+            if space.reshape_input:
+                per_core = [(c, self._read_box(j, ref, box, div)) for c, box in enumerate(boxes)]
+            else:  # to_base(project(box, map)): base dim d is view dim perm.index(d), iteration dim map[...]
+                src = [space.operand_maps[j][ref.perm.index(d)] for d in range(len(ref.perm))]
+                per_core = [(c, tuple((0, 1) if x is None else box[x] for x in src)) for c, box in enumerate(boxes)]
+            padded = {}
+            for _, rbox in per_core:
+                if rbox not in padded:
+                    if span_bytes(rbox, base.shape, rstick, base.elem_bytes, sb) > limit:
+                        return None
+                    padded[rbox] = box_padded_bytes(rbox, rstick, base.elem_bytes, sb)
+            for c, rbox in per_core:
+                streamed[c] += padded[rbox]
             reads.append(tuple(per_core))
-        footprint = max(box_padded_bytes(b, stick, eb, sb) for b in own.values())
-        write = sum(box_padded_bytes(b, stick, eb, sb) for b in own.values())
+        footprint = max(own_sizes[b] for b in own.values())
+        write = sum(own_sizes[b] for b in own.values())
         write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) for b in own.values())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
@@ -320,10 +363,13 @@ class OpCandidates:
         key = (lay.division.factors, lay.stick, lay.tile, j, base_stick)  # what the sizes depend on (not an id,
         if key not in self._sizes:  # which a discarded layout's successor may reuse)
             base = self.g.tensors[self.refs[j].base]
-            sizes = [box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes) for _, b in lay.reads[j]]
-            requests = sum(dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) for _, b in lay.reads[j])
+            total = largest = requests = 0
+            for b, n in Counter(b for _, b in lay.reads[j]).items():  # each distinct slice once, times its readers
+                size = box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes)
+                total, largest = total + size * n, max(largest, size)
+                requests += dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) * n
             again = rereads(self.space, lay.tile, j)
-            self._sizes[key] = (sum(sizes) * again, max(sizes), requests * again)
+            self._sizes[key] = (total * again, largest, requests * again)
         return self._sizes[key]
 
 
@@ -478,7 +524,6 @@ def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float
     need = stored if lay.required[j] is None else lay.required[j]
     restick = restick_cost_ns(cands, lay, j, stored, need, None) if need != stored else 0.0
     return cands.hbm_read_bytes(lay, j, need), cands.hbm_read_requests(lay, j, need), restick
-
 
 
 __all__ = [

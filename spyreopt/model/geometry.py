@@ -4,7 +4,9 @@ These are what ``costmodel.spyre`` turns into time: bytes, DMA requests,
 restickify traffic, relayout runs and ring traffic. They depend on shapes,
 dtypes, views and the hardware only, never on names, so the Problem computes
 them once per op signature (``candidates.op_signature``) and per pair of
-signatures, and every op or edge with the same signature shares them.
+signatures, and every op or edge with the same signature shares them; across
+Problems too (``model.memo``, keyed by the layouts' tokens), so the stitched
+whole graph and its plan check reuse what the segments computed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.spyre import EdgeQuantities
+from spyreopt.model import memo
 from spyreopt.model.candidates import OpCandidates, analyse_edge, restick_traffic
 from spyreopt.model.division import reduction_split
 from spyreopt.model.graph import Tensor
@@ -46,6 +49,12 @@ class LayoutQuantities:
 
 def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
     """``leaf[j]``: operand j is a graph input or weight (read from device memory, stored stick-on-last)."""
+    held = memo.tokens(oc.layouts)
+    key = None if held is None else ("layouts", held, leaf)
+    return memo.derived(key, lambda: _layout_quantities(oc, leaf))
+
+
+def _layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
     n, nj = len(oc.layouts), len(leaf)
     lb, lr = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     rb, rr = np.zeros((n, nj), dtype=np.int64), np.zeros((n, nj), dtype=np.int64)
@@ -90,42 +99,63 @@ def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantit
 def edge_quantities(
     prod: OpCandidates, cons: OpCandidates, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
 ) -> EdgeQuantities:
-    """Every (producer layout, consumer layout) pair of operand j: reads, restickify traffic, slice matching."""
+    """Every (producer layout, consumer layout) pair of operand j: reads, restickify traffic, slice matching.
+    (``tensor`` is the producer's output, so the layouts' tokens, which carry the op keys, key it too.)"""
+    ku, kv = memo.tokens(prod.layouts), memo.tokens(cons.layouts)
+    key = None if ku is None or kv is None else ("edge", ku, kv, j)
+    return memo.derived(key, lambda: _edge_quantities(prod, cons, j, tensor, hw, coef))
+
+
+def _edge_quantities(
+    prod: OpCandidates, cons: OpCandidates, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
+) -> EdgeQuantities:
+    """Vectorised over the pairs: the reads depend on the consumer layout and the stick read (the producer's
+    one of at most two), the restickify traffic also on the producer's write, and the slice analysis only on
+    both untiled bases (a tiled layout slices like its base), so each is computed once and broadcast."""
     shape = (len(prod.layouts), len(cons.layouts))
     ints = {k: np.zeros(shape, dtype=np.int64) for k in _INT_FIELDS}
-    flags = {k: np.zeros(shape, dtype=bool) for k in ("restick", "inplace", "relayout_legal")}
-    seen: dict[tuple[int, int], tuple[int, int]] = {}  # a tiled layout slices like its untiled base
-    for a, lay_u in enumerate(prod.layouts):
+    flags = {k: np.zeros(shape, dtype=bool) for k in ("inplace", "relayout_legal")}
+    stick_u = np.array([x.stick for x in prod.layouts], dtype=np.int64)
+    need = [x.required[j] for x in cons.layouts]
+    need_v = np.array([-1 if x is None else x for x in need], dtype=np.int64)
+    restick = (need_v[None, :] >= 0) & (need_v[None, :] != stick_u[:, None])
+    write = np.array([x.write_bytes for x in prod.layouts], dtype=np.int64)
+    write_req = np.array([x.write_requests for x in prod.layouts], dtype=np.int64)
+    for s in sorted({int(x) for x in stick_u}):
+        rows = np.flatnonzero(stick_u == s)
+        reads = np.zeros((3, shape[1]), dtype=np.int64)
         for b, lay_v in enumerate(cons.layouts):
-            need = lay_v.required[j]
-            restick = need is not None and need != lay_u.stick
-            stick = need if restick else lay_u.stick  # a device-memory read is of the copy in the needed stick
-            sharing = read_sharing(cons, lay_v, j, stick)
-            ints["read_bytes"][a, b] = sharing.distinct_bytes
-            ints["read_requests"][a, b] = sharing.distinct_requests if lay_v.division.cores > 1 else 0
-            ints["read_shared"][a, b] = busiest_shared([sharing])
-            if restick:
-                flags["restick"][a, b] = True
-                hb, hr = restick_traffic(cons, lay_v, j, lay_u.stick, need, None)
-                xb, xr = restick_traffic(cons, lay_v, j, lay_u.stick, need, lay_u)
-                ints["hbm_restick_bytes"][a, b], ints["hbm_restick_requests"][a, b] = hb, hr
-                ints["lx_restick_bytes"][a, b], ints["lx_restick_requests"][a, b] = xb, xr
-                ints["restick_copy"][a, b] = cons.max_read_bytes(lay_v, j, need)  # written in the needed stick
-                continue
-            key = (_base(lay_u, a), _base(lay_v, b))
-            if key in seen:
-                src = seen[key]
-                for k in ("inplace", "relayout_legal"):
-                    flags[k][a, b] = flags[k][src]
-                for k in _SLICE_FIELDS:
-                    ints[k][a, b] = ints[k][src]
-                continue
-            seen[key] = (a, b)
-            ea = analyse_edge(lay_u, cons, lay_v, j, tensor, hw, coef)
-            flags["inplace"][a, b], flags["relayout_legal"][a, b] = ea.inplace, ea.relayout_legal
-            for k, attr in _SLICE_FIELDS.items():
-                ints[k][a, b] = getattr(ea, attr)
-    return EdgeQuantities(**flags, **ints)
+            sharing = read_sharing(cons, lay_v, j, s if need[b] is None else need[b])  # the copy in the needed stick
+            reads[:, b] = (
+                sharing.distinct_bytes,
+                sharing.distinct_requests if lay_v.division.cores > 1 else 0,
+                busiest_shared([sharing]),
+            )
+        for k, row in zip(("read_bytes", "read_requests", "read_shared"), reads):
+            ints[k][rows, :] = row
+        for b in np.flatnonzero((need_v >= 0) & (need_v != s)).tolist():
+            lay_v = cons.layouts[b]
+            hb, hr = restick_traffic(cons, lay_v, j, s, need[b], None)
+            ints["hbm_restick_bytes"][rows, b], ints["hbm_restick_requests"][rows, b] = hb, hr
+            rb, rr = cons.hbm_read_bytes(lay_v, j, s), cons.hbm_read_requests(lay_v, j, s)
+            ints["lx_restick_bytes"][rows, b] = rb + write[rows]  # a resident producer writes its slices out first
+            ints["lx_restick_requests"][rows, b] = rr + write_req[rows]
+            ints["restick_copy"][rows, b] = cons.max_read_bytes(lay_v, j, need[b])  # written in the needed stick
+    base_u = np.array([_base(x, a) for a, x in enumerate(prod.layouts)], dtype=np.int64)
+    base_v = np.array([_base(x, b) for b, x in enumerate(cons.layouts)], dtype=np.int64)
+    keys = (base_u[:, None] * shape[1] + base_v[None, :]).ravel()
+    where = np.flatnonzero(~restick.ravel())  # row-major, as the pairs were once visited one by one
+    found, first, inverse = np.unique(keys[where], return_index=True, return_inverse=True)
+    values = np.zeros((len(found), len(_SLICE_FIELDS) + 2), dtype=np.int64)
+    for n, pos in enumerate(where[first].tolist()):
+        a, b = divmod(pos, shape[1])
+        ea = analyse_edge(prod.layouts[a], cons, cons.layouts[b], j, tensor, hw, coef)
+        values[n] = [ea.inplace, ea.relayout_legal] + [getattr(ea, attr) for attr in _SLICE_FIELDS.values()]
+    for c, k in enumerate(("inplace", "relayout_legal")):
+        flags[k].ravel()[where] = values[inverse, c].astype(bool)
+    for c, k in enumerate(_SLICE_FIELDS, start=2):
+        ints[k].ravel()[where] = values[inverse, c]
+    return EdgeQuantities(restick=restick, **flags, **ints)
 
 
 def _held(lay) -> int:

@@ -128,11 +128,12 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
         if len(t.lifetime) != 2 or t.lifetime[0] > lo or t.lifetime[1] < hi:
             raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime} does not cover producer to last use {[lo, hi]}")
         buffers.append((f"tensor {t.name!r}", t.address, size, n.interval))
+    outputs = {o.output for o in prob.ops}
     for t in plan.tensors:  # kept graph inputs (``model.staging``), checked equal to the decisions' by _check_staged
-        if t.name not in {o.output for o in prob.ops}:
+        if t.name not in outputs:
             buffers.append((f"staged input {t.name!r}", t.address, t.bytes_per_core, tuple(t.lifetime)))
     for e in plan.edges:  # relayout copies of staged inputs (checked equal to the decisions' by _check_staged)
-        if e.tensor not in {o.output for o in prob.ops} and e.copy_bytes_per_core:
+        if e.tensor not in outputs and e.copy_bytes_per_core:
             buffers.append(
                 (
                     f"copy of staged input {e.tensor!r} for {e.consumer!r}",

@@ -31,6 +31,7 @@ import numpy as np
 
 from spyreopt.costmodel import loops as cl
 from spyreopt.errors import PlanError
+from spyreopt.model import memo
 from spyreopt.model.candidates import Layout, OpCandidates, op_signature, resolve
 from spyreopt.model.formulation import Edge
 from spyreopt.model.plan import LoopPlan
@@ -91,6 +92,19 @@ def _staged_parts(oc: OpCandidates, lay: Layout, dim: int) -> tuple[tuple[str, i
 
 
 def _tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, staged: bool) -> Layout:
+    """The tiled layout, built once per (base layout, its index, tiling, staged tensors' names: a tile names
+    them) when the base layout is the memo's (``model.memo``)."""
+    t = memo.token(lay)
+    if t is None:
+        return _new_tiled(oc, lay, base, dim, tiles, staged)
+    names = tuple(staged_tensors_of(oc, dim)) if staged else ()
+    key = ("tiled", t, base, dim, tiles, staged, names)
+    if key not in oc.memo.derived:
+        oc.memo.derived[key] = oc.memo.register(_new_tiled(oc, lay, base, dim, tiles, staged))
+    return oc.memo.derived[key]
+
+
+def _new_tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, staged: bool) -> Layout:
     c, space = oc.coef, oc.space
     acc = space.reduction[dim]
     matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
@@ -197,7 +211,24 @@ def tile_counts(graph, ops, hw, sizes: dict[str, int]) -> tuple[int, ...]:
 def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
     """Per (dim, tile count, staged or not), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone, and
     every legal tiled layout of a division putting all cores on one dim: the divisions ops of one loop
-    share, so that its tiles pass in place."""
+    share, so that its tiles pass in place. The aligned untiled layouts are appended to ``oc.layouts``.
+
+    Memoised per (layout list, dims, counts, operand names: staged tiles name their tensors)."""
+    held = memo.tokens(oc.layouts)
+    if held is None:
+        return _tiled_layouts(oc, dims, counts)
+    key = ("tiled_layouts", held, dims, counts, tuple(r.base for r in oc.refs))
+    if key not in oc.memo.derived:
+        before = len(oc.layouts)
+        extra = _tiled_layouts(oc, dims, counts)
+        oc.memo.derived[key] = (tuple(oc.layouts[before:]), tuple(extra))
+        return extra
+    appended, extra = oc.memo.derived[key]
+    oc.layouts.extend(appended)
+    return list(extra)
+
+
+def _tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
     bases = [b for b, lay in enumerate(oc.layouts) if lay.tile is None]
     aligned = set()
     for lay in aligned_layouts(oc):

@@ -7,7 +7,11 @@
    candidate with the rest fixed, while the memory limit holds, until a pass
    changes nothing; then window moves (``window_moves``: a window of consecutive
    nodes re-optimised exactly, the rest fixed, which finds the changes that pay
-   only together, such as a tiled loop) and descent again, until neither moves.
+   only together, such as a tiled loop) and descent again, until neither moves
+   or their work budget is spent: ``window_work`` units (``window_moves``),
+   by default ``WINDOW_SHARE`` of the limit at a nominal rate, so the plan is a
+   function of the input and the limit; the clock only stops them as a safety
+   net, and then ``stats["wall_limit_hit"]`` says so.
 3. Memory: while a step is over the limit, take the change that frees the most
    bytes per unit of cost added (residency by benefit per byte).
 4. Addresses by the placement engine, spilling the farthest-ending buffer when
@@ -34,7 +38,9 @@ from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.local import INF, LocalView
 from spyreopt.solvers.window_moves import WIDTH, WindowSearch
 
-WINDOW_SHARE = 0.8  # window moves stop at this share of the time limit, leaving the rest to placement
+WINDOW_SHARE = 0.8  # window moves get this share of the time limit, leaving the rest to placement
+WINDOW_UNITS_PER_SECOND = 40_000_000  # nominal rate of window work (``window_moves``): a fraction of this machine's
+# (100 to 170 million units a second, measured under load), so the budget runs out well before the clock does
 
 
 class FastView(LocalView):
@@ -166,15 +172,18 @@ def initial_assignment(view: LocalView) -> list[int]:
 
 def descend(
     view: FastView, a: list[int], prof: np.ndarray, deadline: float, dependents: list[list[int]], dirty: np.ndarray
-) -> None:
-    """Best-improvement moves per node, in schedule order, until a pass changes nothing.
+) -> bool:
+    """Best-improvement moves per node, in schedule order, until a pass changes nothing (True), or until the
+    clock reaches ``deadline``, the safety net (False).
 
     A pass skips the nodes whose costs cannot have changed since they last found no
     improving candidate (no node they depend on moved, ``dirty`` says which may have
     at the start): the same moves as full passes.
     """
     improved = True
-    while improved and time.perf_counter() < deadline:
+    while improved:
+        if time.perf_counter() >= deadline:
+            return False
         improved = False
         for i in range(len(a)):
             if not dirty[i]:
@@ -194,6 +203,7 @@ def descend(
                     dirty[dependents[i]] = True
                     break
                 dirty[i] = True  # a better candidate did not fit: memory may free up later
+    return True
 
 
 def repair_memory(view: LocalView, a: list[int], prof: np.ndarray) -> None:
@@ -252,16 +262,22 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
     prof = view.profile(a)
     repair_memory(view, a, prof)
     dependents = view.dependents()
-    descend(view, a, prof, deadline, dependents, np.ones(len(a), dtype=bool))
-    windows = WindowSearch(view, width=options.get("window", WIDTH))
+    clock = not descend(view, a, prof, deadline, dependents, np.ones(len(a), dtype=bool))
+    budget = options.get("window_work")
+    if budget is None:
+        budget = int(WINDOW_SHARE * time_limit * WINDOW_UNITS_PER_SECOND)
+    windows = WindowSearch(view, width=options.get("window", WIDTH), budget=budget)
     active = np.ones(len(a), dtype=bool)
-    stop = start + WINDOW_SHARE * time_limit  # the rest of the time is placement's
-    while time.perf_counter() < stop:  # window moves, then descent from where they left, until neither moves
+    stop = start + WINDOW_SHARE * time_limit  # the safety net; the rest of the time is placement's
+    while not windows.spent:  # window moves, then descent from where they left, until neither moves
+        if time.perf_counter() >= stop:
+            clock = True
+            break
         before = list(a)
         moved = windows.sweep(a, prof, active, stop)
         if not moved:
             break
-        descend(view, a, prof, deadline, dependents, _touched(moved, dependents, len(a)))
+        clock |= not descend(view, a, prof, deadline, dependents, _touched(moved, dependents, len(a)))
         active = _touched([i for i in range(len(a)) if a[i] != before[i]], dependents, len(a))
     if any(not np.isfinite(view.candidate_costs(i, a)[a[i]]) for i in range(len(a))):
         bad = [v for v in f.violations(a) if "not allowed" in v]
@@ -274,5 +290,11 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
         status=status,
         objective=f.evaluate(a),
         seconds=time.perf_counter() - start,
-        stats={"spills": spills, **windows.stats},
+        stats={
+            "spills": spills,
+            **windows.stats,
+            "window_work": windows.work,
+            "window_budget": budget,
+            **({"wall_limit_hit": True} if clock or windows.stats.get("wall_limit_hit") else {}),
+        },
     )

@@ -25,6 +25,11 @@ over every term that reads the window (``local_objective``: the difference of
 ``Formulation.evaluate``, without its O(n) pass per move), every pair it touches
 is allowed and the exact usage profile stays within greedy's memory limit
 (addresses are left to placement, as for every greedy move).
+
+Work is counted in deterministic units (``WindowSearch.work``): each table
+entry a window's build holds or its elimination builds, plus ``BUILD_UNITS``
+per build. A search given a ``budget`` starts no window once the count reaches
+it, so where it stops depends on the input only, never on the machine's speed.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ WIDTH = 8  # nodes per window
 STRIDE = 2  # windows start every STRIDE nodes: every run of WIDTH - STRIDE + 1 consecutive nodes is in one
 CAP = 1 << 22  # entries of the largest table one window may build (float64: 32 MiB)
 PRICE_ROUNDS = 8  # re-solves of a window with memory priced (bisecting the price), before the restricted one
+BUILD_UNITS = 100_000  # work units of building one window, besides its tables' entries (about a millisecond)
 
 
 @dataclass
@@ -302,8 +308,12 @@ def local_objective(view: LocalView, a, nodes: list[int]) -> int:
 class WindowSearch:
     """Slides windows over the schedule, accepting exact window optima that strictly improve and stay feasible."""
 
-    def __init__(self, view: LocalView, width: int = WIDTH, cap: int = CAP, stride: int = STRIDE):
+    def __init__(
+        self, view: LocalView, width: int = WIDTH, cap: int = CAP, stride: int = STRIDE, budget: int | None = None
+    ):
         self.view, self.width, self.cap, self.stride = view, width, cap, stride
+        self.budget = budget  # work units (None: unbounded): no window starts once ``work`` reaches it
+        self.work = 0
         self.stats = dict.fromkeys(
             (
                 "windows",
@@ -316,6 +326,20 @@ class WindowSearch:
             ),
             0,
         )
+
+    @property
+    def spent(self) -> bool:
+        """The work budget is used up: no further window starts."""
+        return self.budget is not None and self.work >= self.budget
+
+    def _build(self, a, nodes: list[int], restrict: bool = False) -> Window | None:
+        w = build_window(self.view, a, nodes, restrict)
+        self.work += BUILD_UNITS + (0 if w is None else sum(int(fac.table.size) for fac in w.factors))
+        return w
+
+    def _solve(self, w: Window) -> tuple[float, list[int]]:
+        self.work += sum(step_entries(w))
+        return solve_window(w)
 
     def _profile_after(self, a, prof: np.ndarray, nodes: list[int], cands: list[int]) -> np.ndarray:
         view, trial, new = self.view, list(a), prof.copy()
@@ -351,11 +375,11 @@ class WindowSearch:
         the steps that overflowed (``_priced_move``); last, the optimum among the moves whose buffers do not
         grow."""
         self.stats["windows"] += 1
-        w = w or build_window(self.view, a, nodes)
+        w = w or self._build(a, nodes)
         if w is None:
             return False
         current = [a[i] for i in nodes]
-        value, cands = solve_window(w)
+        value, cands = self._solve(w)
         base = window_value(w, current)
         if not value < base:
             return False  # not even ignoring memory: nothing better here
@@ -367,10 +391,10 @@ class WindowSearch:
         best = self._priced_move(a, prof, w, nodes, new_prof, base - value)
         if best is not None and self._accept(a, prof, nodes, best[1], best[2], "priced"):
             return True
-        tight = build_window(self.view, a, nodes, restrict=True)
+        tight = self._build(a, nodes, restrict=True)
         if tight is None:
             return False
-        value, cands = solve_window(tight)
+        value, cands = self._solve(tight)
         if not value < window_value(tight, current):
             return False
         return self._accept(a, prof, nodes, cands, self._profile_after(a, prof, nodes, cands), "restricted")
@@ -389,7 +413,7 @@ class WindowSearch:
         best = None  # (local objective, candidates, profile)
         for _ in range(PRICE_ROUNDS):
             paid = priced(w, np.where(steps, price, 0.0))
-            value, cands = solve_window(paid)
+            value, cands = self._solve(paid)
             new_prof = self._profile_after(a, prof, nodes, cands)
             if new_prof.max(initial=0) > limit:
                 steps |= new_prof > limit
@@ -414,13 +438,16 @@ class WindowSearch:
         last = max(n - self.width, 0)
         starts = sorted(set(range(0, last + 1, self.stride)) | {last}) if n >= 2 else []
         for p in starts:
-            if time.perf_counter() >= deadline:
+            if self.spent:
+                break
+            if time.perf_counter() >= deadline:  # the safety net: where it stops depends on the machine
+                self.stats["wall_limit_hit"] = True
                 break
             width = min(self.width, n - p)
             if not active[p : p + width].any():
                 continue
             while width >= 2:
-                w = build_window(self.view, a, list(range(p, p + width)))
+                w = self._build(a, list(range(p, p + width)))
                 if w is None:
                     break
                 sizes = step_entries(w)

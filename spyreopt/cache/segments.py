@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
+
 from spyreopt.cache.key import canonical_graph
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import PlanError
@@ -177,14 +179,46 @@ def _step_codes(s: Schedule) -> list[tuple[str, tuple]]:
     return codes
 
 
-def _proxy(s: Schedule, codes: list, a: int, b: int) -> tuple:
-    """A cheap stand-in for the canonical key of steps [a, b): equal for blocks that read alike."""
-    out = []
-    for i in range(a, b):
-        sig, ins = codes[i]
-        enc = tuple(("rel", i - p, perm) if p is not None and p >= a else ("ext", leaf, perm) for p, leaf, perm in ins)
-        out.append((sig, enc, s.span[s.ops[i].output][1] >= b or s.ops[i].output in s.graph.outputs))
-    return tuple(out)
+def _step_code(s: Schedule, codes: list, i: int, a: int, last: bool) -> tuple:
+    """Step i's code inside a block starting at a: producers from a on are relative, earlier ones external;
+    ``last``: its output is read after the block (or is a graph output)."""
+    sig, ins = codes[i]
+    enc = tuple(("rel", i - p, perm) if p is not None and p >= a else ("ext", leaf, perm) for p, leaf, perm in ins)
+    return (sig, enc, last)
+
+
+class Proxies:
+    """A cheap stand-in for the canonical key of steps [a, b): equal for blocks that read alike.
+
+    A block's key is the bytes of its steps' interned codes. A step whose producers all lie inside the
+    block has the code it has in any block holding them (one precomputed id per step and ``last`` flag);
+    only the few steps reading from before the block are coded for it: so a key costs a slice, not a
+    tuple per step."""
+
+    def __init__(self, s: Schedule, codes: list):
+        self.s, self.codes = s, codes
+        n = len(s.ops)
+        self.ids: dict[tuple, int] = {}
+        self.inside = np.array(
+            [[self._id(_step_code(s, codes, i, 0, flag)) for flag in (False, True)] for i in range(n)], dtype=np.int64
+        ).reshape(n, 2)
+        first = [min([p for p, _, _ in codes[i][1] if p is not None], default=i) for i in range(n)]
+        self.first = np.array(first, dtype=np.int64)  # the earliest producer a step reads
+        self.last_use = np.array([s.span[o.output][1] for o in s.ops], dtype=np.int64)
+        self.output = np.array([o.output in s.graph.outputs for o in s.ops], dtype=bool)
+        self.memo: dict[tuple[int, int], bytes] = {}
+
+    def _id(self, code: tuple) -> int:
+        return self.ids.setdefault(code, len(self.ids))
+
+    def __call__(self, a: int, b: int) -> bytes:
+        if (a, b) not in self.memo:
+            last = (self.last_use[a:b] >= b) | self.output[a:b]
+            ids = self.inside[np.arange(a, b), last.astype(np.int64)]
+            for t in np.flatnonzero(self.first[a:b] < a).tolist():
+                ids[t] = self._id(_step_code(self.s, self.codes, a + t, a, bool(last[t])))
+            self.memo[(a, b)] = ids.tobytes()
+        return self.memo[(a, b)]
 
 
 def _chain(n: int, cuts: set[int], o: int, period: int) -> list[tuple[int, int]]:
@@ -206,13 +240,7 @@ def choose_blocks(graph: Graph, hw: HardwareSpec, coef: Coefficients) -> list[tu
     n = len(s.ops)
     cuts = cut_points(graph, hw, coef)
     cutset = set(cuts)
-    codes = _step_codes(s)
-    memo: dict[tuple[int, int], tuple] = {}
-
-    def proxy(a: int, b: int) -> tuple:
-        if (a, b) not in memo:
-            memo[(a, b)] = _proxy(s, codes, a, b)
-        return memo[(a, b)]
+    proxy = Proxies(s, _step_codes(s))
 
     best: tuple[tuple[int, int], list[tuple[int, int]]] = ((n, 1), [(0, n)])
     for o in [0] + cuts:

@@ -379,8 +379,10 @@ def _check_tile_slices(L: _Loop, p: str, c: str, j: int, base: str, mode: str) -
                 f"edge {p!r} -> {c!r} in place: core {core} reads block {list(box)} of the tile of {base!r} but "
                 f"holds {list(held) if held else 'none of it'}"
             )
+        if mode != "relayout":
+            continue
         sources = [o for o, b in owners.items() if all(max(x0, y0) < min(x1, y1) for (x0, x1), (y0, y1) in zip(b, box))]
-        if mode == "relayout" and len(sources) > L.hw.relayout_fan_in:
+        if len(sources) > L.hw.relayout_fan_in:
             raise L.error(
                 f"edge {p!r} -> {c!r} relayout: core {core} gathers its block of the tile of {base!r} from "
                 f"{len(sources)} cores, above the fan-in limit {L.hw.relayout_fan_in}"

@@ -30,6 +30,8 @@ from spyreopt.solvers.anneal.state import SearchState
 
 DECAY = 0.9  # price kept by a time step with room, per round
 DESCEND_WITHIN = 1.25  # descend only repaired plans within this factor of the best (the others rarely win)
+REPAIR_MOVES_PER_UNIT = 4  # a repair gives up after this many moves per unit (plus 16): it is cycling (repairs
+# that succeed took at most 5 moves on every built-in workload); a deterministic bound, the clock only a safety net
 
 
 class PricedMRF:
@@ -171,18 +173,23 @@ def _max_term_factors(m: CompiledModel, alts: list[int]) -> list[tuple[tuple[int
     return out
 
 
-def repair(state: SearchState, covering: list[list[int]], stop=lambda: False) -> bool:
-    """Free memory at the fullest step, cheapest added cost per freed byte first, until valid (or ``stop()``).
+def repair(state: SearchState, covering: list[list[int]], stop=lambda: False, max_moves: int | None = None) -> bool:
+    """Free memory at the fullest step, cheapest added cost per freed byte first, until valid (or ``stop()``,
+    or ``max_moves`` moves: False).
 
     ``covering[t]`` lists the units with memory live at step t (``covering_units``). A move that frees one
-    step can fill another, so the loop need not end by itself: ``stop`` bounds it (issue 16: a layernorm
-    2048x8192 cycled here for an hour under a 1 s limit).
+    step can fill another, so the loop need not end by itself: ``max_moves`` bounds it deterministically,
+    ``stop`` on the clock (issue 16: a layernorm 2048x8192 cycled here for an hour under a 1 s limit).
     """
     m = state.m
     limit = m.limit
     if limit is None:
         return state.nbad == 0
+    moves = 0
     while not stop():
+        if max_moves is not None and moves >= max_moves:
+            return False
+        moves += 1
         t = int(np.argmax(state.prof))
         over = int(state.prof[t]) - limit
         if over <= 0:
@@ -282,7 +289,8 @@ def guide(state: SearchState, movable: np.ndarray, rounds: int, sweeps: int, dea
         last, last_prices = labels, prices
         state.reset(labels)
         over = None if limit is None else state.prof > limit
-        if repair(state, covering, lambda: clock() > deadline) and state.cost <= DESCEND_WITHIN * best_cost:
+        moves = REPAIR_MOVES_PER_UNIT * len(state.a) + 16
+        if repair(state, covering, lambda: clock() > deadline, moves) and state.cost <= DESCEND_WITHIN * best_cost:
             descend(state, movable, lambda: clock() > deadline)
             if state.cost < best_cost:
                 best, best_cost, best_round = state.assignment.copy(), state.cost, r

@@ -18,7 +18,9 @@
   method is then **anneal+lns**, when its share of the budget is under
   ``ENGINE_MIN_SECONDS``), is annealed from the better start, then CP-SAT's
   large-neighbourhood search (exact windows over the schedule and around
-  costly terms) continues from anneal's best.
+  costly terms) continues from anneal's best; when that search's share is
+  under ``LNS_MIN_SECONDS`` anneal gets it instead (method **anneal**, or
+  **trws+anneal**).
 
 The start plan is the better of greedy and the ``hbm`` baseline (nothing on
 chip, always valid); each later stage is hinted with the best plan so far, so
@@ -26,7 +28,9 @@ a stage never makes the result worse.
 
 Budgets are deterministic: the share of the time limit each stage gets depends
 only on the time limit and the problem's structure (a nominal build cost per op,
-never a measured one), so a run that finishes within its limit gives the same
+never a measured one), and each stage turns its share into deterministic work:
+greedy's window moves into work units, anneal into rounds and steps, CP-SAT into
+deterministic time. So a run that finishes within its limit gives the same
 plan on every machine. The clock is a safety net: a stage never runs past the
 deadline, and if one had to be cut, ``stats["auto"]["budget_cut"]`` is True
 (the one case where reruns may differ). Ctrl-C (KeyboardInterrupt) after the
@@ -62,17 +66,22 @@ from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.anneal import search as anneal  # its step-budget constants
+from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
-BUILD_SECONDS_PER_OP = 0.1  # nominal (never measured) cost of building a problem, per compute op
-FINISH_SECONDS_PER_OP = 0.003  # nominal cost of decoding or stitching the plan of the full graph, per op
+BUILD_SECONDS_PER_OP = 0.05  # nominal (never measured) cost of building a problem, per compute op (measured here:
+# 0.04 for a Llama-3-8B layer built cold, layouts and edge geometry then shared, ``model.memo``)
+FINISH_SECONDS_PER_OP = 0.002  # nominal cost of decoding or stitching the plan of the full graph, per op
 SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
-START_SHARE = 0.1  # of a problem's stage budget: greedy's limit (the hbm baseline takes no time)
+START_SHARE = 0.4  # of a problem's stage budget: greedy's (the hbm baseline takes no time), as window-move work
+# at its nominal rate (``greedy.WINDOW_UNITS_PER_SECOND``): the moves that find tiled loops, so a large share
 STAGES = 3  # progress steps per problem: start plan, first search, second search
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)
 ENGINE_SHARE = 0.2  # of a large problem's search budget: the contest engine's start ("trws"), taken from anneal's
+LNS_MIN_SECONDS = 2.0  # below this planned budget CP-SAT's reductions (its LP) alone may overrun on a large problem
+# (1.3 s on a Llama-3-8B attention layer), so the large-neighbourhood search is left out
 ENGINE_MIN_SECONDS = 0.5  # below this planned budget the engine's fixed work (reductions, repair, placement) dominates
 ENGINE_LOAD_SECONDS = 1.5  # nominal: importing numba and loading the engine's cached kernels, taken from anneal's share
 REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
@@ -82,6 +91,7 @@ CUTS_BACKEND = (
     "anneal"  # re-plans the cut windows (it reached CP-SAT's bound on an 8-layer decode; CP-SAT did not move)
 )
 MIN_SEGMENT_SECONDS = 2.0  # the cut windows get a share only if every distinct segment keeps at least this
+SEGMENT_FLOOR_SECONDS = 0.5  # each distinct segment's budget floor; the rest goes by ops x copies
 WHOLE_SECONDS_PER_OP = 0.02  # nominal: building the whole graph (repeated layers share tables) and greedy on it
 WHOLE_SHARE = 0.5  # whole-graph greedy is a layers candidate when its nominal cost fits this share of the limit
 
@@ -246,7 +256,10 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
     elif backend == "trws":  # the contest engine's start only (anneal follows as its own stage); rounds budgeted
         opts.update(budget=planned, then_anneal=False)
         limit = run.left()
-    elif backend in ("greedy", "hbm"):  # run to completion; the clock only as a safety net
+    elif backend == "greedy":  # window moves budgeted in work units; the clock only as a safety net
+        opts["window_work"] = int(planned * WINDOW_SHARE * WINDOW_UNITS_PER_SECOND)
+        limit = run.left()
+    elif backend == "hbm":  # no search: runs to completion
         limit = run.left()
     else:  # CP-SAT turns its limit into deterministic time
         limit = run.limit(planned)
@@ -271,6 +284,7 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
         if (
             sol.stats.get("budget_done") is False
             or sol.stats.get("engine", {}).get("cut_by_clock")
+            or sol.stats.get("presolve", {}).get("cut_by_clock")
             or sol.stats.get("wall_limit_hit")
             or sol.status == "timeout"
             and backend == "greedy"
@@ -310,7 +324,8 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
     best = None
     try:
         best = _better(best, _stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, **tags))
-        best = _better(best, _stage(run, problem, "greedy", budget * START_SHARE, seed, None, **tags))
+        # hinted with the baseline's plan: the reduction chain then bounds with it instead of a greedy run of its own
+        best = _better(best, _stage(run, problem, "greedy", budget * START_SHARE, seed, best, **tags))
         if best is None:
             raise InfeasibleError(f"auto: neither greedy nor the hbm baseline found a plan of {problem.graph.name!r}")
         run.done(f"{label}: start")
@@ -320,12 +335,16 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         after = search * (share - ENGINE_SHARE) - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
         engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
         planned = after if engine else search * share
+        lns = small or search * (1 - share) >= LNS_MIN_SECONDS
+        if not lns:  # too short for CP-SAT's reductions and windows on a large problem: anneal gets its share
+            planned += search * (1 - share)
+            method = "anneal"
         if engine:  # the contest engine's start (TRW-S + forest DP under usage prices); anneal goes on from the best
-            method = "trws+anneal+lns"
+            method = "trws+" + method
             best = _better(best, _stage(run, problem, "trws", search * ENGINE_SHARE, seed, best, **tags))
         best = _better(best, _stage(run, problem, first, planned, seed, best, **tags))
         run.done(f"{label}: {first}")
-        if best.status != "optimal":
+        if best.status != "optimal" and lns:
             best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))
         run.done(f"{label}: {second}")
     except KeyboardInterrupt:
@@ -428,7 +447,8 @@ def whole_greedy(graph: Graph, plan: Plan, hw, coef, seed: int, run: Run, planne
         run.interrupted = True
         return None
     run.timed("whole_build", began)
-    sol = _stage(run, problem, "greedy", planned, seed, None, segment="whole")
+    start = _stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, segment="whole")
+    sol = _better(start, _stage(run, problem, "greedy", planned, seed, start, segment="whole"))
     run.done("whole: greedy")
     if sol is None:
         return None
@@ -450,7 +470,7 @@ def whole_greedy(graph: Graph, plan: Plan, hw, coef, seed: int, run: Run, planne
 def _segment_budgets(search: float, ops: list[int], copies: list[int]) -> list[float]:
     """Each distinct segment's share of ``search`` seconds: a floor, the rest by ops x copies (a gain on a
     segment that repeats 32 times counts 32 times)."""
-    floor = min(MIN_SEGMENT_SECONDS, max(search, 0.0) / len(ops))
+    floor = min(SEGMENT_FLOOR_SECONDS, max(search, 0.0) / len(ops))
     weights = [o * c for o, c in zip(ops, copies)]
     rest = max(search - floor * len(ops), 0.0)
     return [max(floor + rest * w / sum(weights), MIN_STAGE_SECONDS) for w in weights]

@@ -391,6 +391,8 @@ class WindowSearch:
         best = self._priced_move(a, prof, w, nodes, new_prof, base - value)
         if best is not None and self._accept(a, prof, nodes, best[1], best[2], "priced"):
             return True
+        if self.spent:
+            return False
         tight = self._build(a, nodes, restrict=True)
         if tight is None:
             return False
@@ -412,6 +414,8 @@ class WindowSearch:
         lo, hi, price = 0.0, None, gain / float(np.maximum(over_prof - limit, 0).sum())
         best = None  # (local objective, candidates, profile)
         for _ in range(PRICE_ROUNDS):
+            if self.spent:  # a window's rounds may cost many times its first solve: the budget is checked per round
+                break
             paid = priced(w, np.where(steps, price, 0.0))
             value, cands = self._solve(paid)
             new_prof = self._profile_after(a, prof, nodes, cands)

@@ -38,6 +38,7 @@ from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
+from spyreopt.model.plan_check import offer
 from spyreopt.model.problem import Problem
 
 STATUS_ORDER = ("optimal", "feasible", "timeout")
@@ -183,6 +184,7 @@ def stitch(
     objective = problem.formulation.evaluate(assignment)
     sol = Solution(tuple(assignment), offsets, status, objective, message=message)
     plan = decode(problem, sol, backend=backend, seed=seed)
+    offer(plan, problem)  # the check reuses this Problem when it is the one it would build (half its time)
     try:
         plan.validate()
     except PlanError as exc:

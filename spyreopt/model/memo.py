@@ -23,7 +23,8 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ _lock = threading.RLock()
 _tokens: dict[int, tuple[Any, int]] = {}  # id(layout) -> (the layout, kept alive so the id stays its own; token)
 _next_token = itertools.count(1)
 stats = {"op_hits": 0, "op_misses": 0, "derived_hits": 0, "derived_misses": 0}
+_enabled = True  # ``disabled()``: every op gets its own entry and nothing derived is kept (the reference build)
 
 
 class OpMemo:
@@ -58,7 +60,7 @@ class OpMemo:
 
     def register(self, lay: Any) -> Any:
         """Give a layout built for this entry a token (None passes through)."""
-        if lay is not None:
+        if lay is not None and _enabled:
             with _lock:
                 _tokens[id(lay)] = (lay, next(_next_token))
                 self.ids.append(id(lay))
@@ -72,6 +74,8 @@ _derived_bytes = 0
 
 def op_memo(key: Hashable) -> OpMemo:
     """The entry of an op key, created on first use; the least recently used beyond ``OP_ENTRIES`` go."""
+    if not _enabled:
+        return OpMemo()
     with _lock:
         entry = _ops.get(key)
         if entry is not None:
@@ -108,7 +112,7 @@ def derived(key: Hashable | None, build: Callable[[], Any]) -> Any:
     """``build()``, memoised under ``key`` (None: not memoisable, built every time); arrays come back
     read-only, so no caller can change what another will read."""
     global _derived_bytes
-    if key is None:
+    if key is None or not _enabled:
         return build()
     with _lock:
         held = _derived.get(key)
@@ -138,6 +142,17 @@ def _freeze(value: Any) -> int:
             a.setflags(write=False)
             size += a.nbytes
     return size
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Build without the memo inside the block (what it saves, and the reference its hits must equal)."""
+    global _enabled
+    was, _enabled = _enabled, False
+    try:
+        yield
+    finally:
+        _enabled = was
 
 
 def clear() -> None:

@@ -80,7 +80,7 @@ STAGES = 3  # progress steps per problem: start plan, first search, second searc
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)
 ENGINE_SHARE = 0.2  # of a large problem's search budget: the contest engine's start ("trws"), taken from anneal's
-LNS_MIN_SECONDS = 2.0  # below this planned budget CP-SAT's reductions (its LP) alone may overrun on a large problem
+LNS_MIN_SECONDS = 1.0  # below this planned budget CP-SAT's reductions (its LP) alone may overrun on a large problem
 # (1.3 s on a Llama-3-8B attention layer), so the large-neighbourhood search is left out
 ENGINE_MIN_SECONDS = 0.5  # below this planned budget the engine's fixed work (reductions, repair, placement) dominates
 ENGINE_LOAD_SECONDS = 1.5  # nominal: importing numba and loading the engine's cached kernels, taken from anneal's share

@@ -187,13 +187,13 @@ def repair(state: SearchState, covering: list[list[int]], stop=lambda: False, ma
         return state.nbad == 0
     moves = 0
     while not stop():
-        if max_moves is not None and moves >= max_moves:
-            return False
-        moves += 1
         t = int(np.argmax(state.prof))
         over = int(state.prof[t]) - limit
         if over <= 0:
             return state.nbad == 0
+        if max_moves is not None and moves >= max_moves:
+            return False
+        moves += 1
         best = None
         for u in covering[t]:
             lk = state.look(u)

@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
+import numpy as np
+
 from spyreopt.errors import FormatError, GraphError, PlanError
 from spyreopt.model.graph import Graph, Op
 from spyreopt.model.hardware import HardwareSpec
@@ -372,20 +374,22 @@ def _check_tile_slices(L: _Loop, p: str, c: str, j: int, base: str, mode: str) -
         raise L.error(
             f"edge {p!r} -> {c!r} ({mode}): op {c!r} reads {base!r} with stick dim {need}, it is stored with {stick}"
         )
-    for core, box in enumerate(_read_boxes(L, c, j)):
+    reads = _read_boxes(L, c, j)
+    for core, box in enumerate(reads):
         if mode == "inplace" and owners.get(core) != box:
             held = owners.get(core)
             raise L.error(
                 f"edge {p!r} -> {c!r} in place: core {core} reads block {list(box)} of the tile of {base!r} but "
                 f"holds {list(held) if held else 'none of it'}"
             )
-        if mode != "relayout":
-            continue
-        sources = [o for o, b in owners.items() if all(max(x0, y0) < min(x1, y1) for (x0, x1), (y0, y1) in zip(b, box))]
-        if len(sources) > L.hw.relayout_fan_in:
+    if mode == "relayout" and owners and reads:  # per reading core, the owner blocks its block overlaps
+        own, read = np.array(list(owners.values())), np.array(reads)  # [owners or cores, dims, (lo, hi)]
+        lo = np.maximum(read[:, None, :, 0], own[None, :, :, 0])
+        sources = (lo < np.minimum(read[:, None, :, 1], own[None, :, :, 1])).all(axis=2).sum(axis=1)
+        for core in np.flatnonzero(sources > L.hw.relayout_fan_in)[:1].tolist():
             raise L.error(
                 f"edge {p!r} -> {c!r} relayout: core {core} gathers its block of the tile of {base!r} from "
-                f"{len(sources)} cores, above the fan-in limit {L.hw.relayout_fan_in}"
+                f"{int(sources[core])} cores, above the fan-in limit {L.hw.relayout_fan_in}"
             )
 
 

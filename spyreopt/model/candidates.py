@@ -362,12 +362,16 @@ class OpCandidates:
         """(total, largest, requests); inside a loop an operand without the tiled dim is read every iteration."""
         key = (lay.division.factors, lay.stick, lay.tile, j, base_stick)  # what the sizes depend on (not an id,
         if key not in self._sizes:  # which a discarded layout's successor may reuse)
-            base = self.g.tensors[self.refs[j].base]
-            total = largest = requests = 0
-            for b, n in Counter(b for _, b in lay.reads[j]).items():  # each distinct slice once, times its readers
-                size = box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes)
-                total, largest = total + size * n, max(largest, size)
-                requests += dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) * n
+            once = ("once", lay.division.factors, lay.stick, j, base_stick)  # a tiled layout reads as its base
+            if once not in self._sizes:
+                base = self.g.tensors[self.refs[j].base]
+                total = largest = requests = 0
+                for b, n in Counter(b for _, b in lay.reads[j]).items():  # each distinct slice once, times readers
+                    size = box_padded_bytes(b, base_stick, base.elem_bytes, self.hw.stick_bytes)
+                    total, largest = total + size * n, max(largest, size)
+                    requests += dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) * n
+                self._sizes[once] = (total, largest, requests)
+            total, largest, requests = self._sizes[once]
             again = rereads(self.space, lay.tile, j)
             self._sizes[key] = (total * again, largest, requests * again)
         return self._sizes[key]

@@ -112,7 +112,8 @@ def _check_edges(plan: Plan, prob: Problem, a) -> None:
             raise PlanError(
                 f"edge {prod_!r} -> {cons!r}: copy of {pe.copy_bytes_per_core} bytes per core, needs {info.copy_bytes}"
             )
-    staged_reads = sum(1 for e in plan.edges if e.tensor not in {t.output for t in prob.ops})
+    outputs = {t.output for t in prob.ops}
+    staged_reads = sum(1 for e in plan.edges if e.tensor not in outputs)
     if len(plan.edges) - staged_reads != len(prob.edges):
         raise PlanError(f"plan: {len(plan.edges) - staged_reads} edges, graph has {len(prob.edges)}")
 

@@ -389,6 +389,7 @@ def node_interval(problem, i: int) -> tuple[int, int]:
 def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list[int | None]]:
     """Maximal runs of consecutive ops tiled with the same count, and each op's loop index."""
     tiles = [problem.layout(i, s).tile for i, s in enumerate(assignment)]
+    copies = None  # (step, bytes) of every edge copy, listed once for all loops
     loops: list[LoopPlan] = []
     of: list[int | None] = [None] * len(tiles)
     i = 0
@@ -400,6 +401,8 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
         while j + 1 < len(tiles) and tiles[j + 1] is not None and tiles[j + 1].tiles == tiles[i].tiles:
             j += 1
         members = list(range(i, j + 1))
+        if copies is None:
+            copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
         names = [problem.ops[x].name for x in members]
         dims = {problem.ops[x].name: problem.cands[x].space.dims[tiles[x].dim] for x in members}
         staged = sorted(
@@ -413,7 +416,7 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
                 dim=dims[names[0]],
                 op_dims=dims,
                 tiles=tiles[i].tiles,
-                footprint_bytes=loop_footprint(problem, assignment, formulation, members),
+                footprint_bytes=loop_footprint(problem, assignment, copies, members),
                 staged=staged,
                 accumulate=any(tiles[x].accumulate for x in members),
             )
@@ -422,10 +425,10 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
     return loops, of
 
 
-def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
+def loop_footprint(problem, assignment, copies: list[tuple[int, int]], members: list[int]) -> int:
     """Per core, the peak over the loop's ops of the tiles live there (an ``lx`` output from its producer to
     its last consumer) and the copies made there, plus what lives across iterations: accumulators and
-    staged operands."""
+    staged operands; ``copies``: (step, bytes) of every edge copy of the assignment."""
     across, tiles, staged = 0, [], {}
     for x in members:
         t = problem.layout(x, assignment[x]).tile
@@ -434,7 +437,6 @@ def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
             staged[name] = max(staged.get(name, 0), size)
         if problem.candidates[x][assignment[x]].residency == "lx":
             tiles.append((x, problem.last_use[x], t.tile_bytes))
-    copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
     peak = 0
     for step in members:
         live = sum(size for x, last, size in tiles if x <= step <= last)

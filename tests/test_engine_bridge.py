@@ -107,7 +107,7 @@ def test_auto_starts_a_large_problem_from_the_engine_and_says_so():
     plan.validate()
     stages = plan.stats["auto"]["stages"]
     assert [s["backend"] for s in stages][:3] == ["hbm", "greedy", "trws"]
-    assert plan.stats["auto"]["method"] == "trws+anneal+lns"
+    assert plan.stats["auto"]["method"].startswith("trws+anneal")  # "+lns" when CP-SAT's share is worth a stage
     assert "contest engine's start (trws) was kept in" in plan.message
     assert plan.stats["objective_units"] <= min(s["objective"] for s in stages[:2])
 

@@ -243,7 +243,16 @@ class OpCandidates:
         return kept
 
     def _isolated_ns(self, lay: Layout) -> float:
-        """The op's time with every operand read from device memory (replicated reads counted): a ranking key."""
+        """The op's time with every operand read from device memory (replicated reads counted): a ranking key
+        (once per layout the memo built: enumerations and tiled rankings sort the same layouts again)."""
+        t = memo.token(lay)
+        if t is None:
+            return self._new_isolated_ns(lay)
+        if ("isolated", t) not in self.memo.derived:
+            self.memo.derived[("isolated", t)] = self._new_isolated_ns(lay)
+        return self.memo.derived[("isolated", t)]
+
+    def _new_isolated_ns(self, lay: Layout) -> float:
         reads = requests = 0
         for j, r in enumerate(self.refs):
             stick = lay.required[j] if lay.required[j] is not None else len(self.g.tensors[r.base].shape) - 1

@@ -11,7 +11,8 @@
   cannot) and the cheaper plan is kept. Feasible, never claimed optimal.
 * **exact**: a problem of at most ``EXACT_OPS`` compute ops goes to CP-SAT from
   the start plan; CP-SAT proves optimality when it can. If it does not, anneal
-  continues from the best plan so far and the better plan is kept.
+  continues from the best plan so far and the better plan is kept. When CP-SAT's
+  share is under ``EXACT_MIN_SECONDS`` anneal gets the search (method **anneal**).
 * **trws+anneal+lns**: a larger problem gets the contest engine's plan
   (``solvers.engine_start``: TRW-S and forest DP under usage prices, made
   valid and placed; kept when better than the start plan; skipped, and the
@@ -80,6 +81,8 @@ STAGES = 3  # progress steps per problem: start plan, first search, second searc
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)
 ENGINE_SHARE = 0.2  # of a large problem's search budget: the contest engine's start ("trws"), taken from anneal's
+EXACT_MIN_SECONDS = 0.5  # a small problem's CP-SAT stage below this planned budget ends on the clock (its model and
+# chain alone take 0.2 to 0.5 s), so anneal gets the search
 LNS_MIN_SECONDS = 2.0  # below this planned budget CP-SAT's reductions (its LP) alone may overrun on a large problem
 # (1.3 s on a Llama-3-8B attention layer; on transformer_block a 1.2 s CP-SAT stage ends on the clock, a 2 s one
 # proves the optimum in 1.1 s), so the large-neighbourhood search is left out and anneal gets its share
@@ -336,10 +339,10 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         after = search * (share - ENGINE_SHARE) - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
         engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
         planned = after if engine else search * share
-        lns = small or search * (1 - share) >= LNS_MIN_SECONDS
-        if not lns:  # too short for CP-SAT's reductions and windows on a large problem: anneal gets its share
-            planned += search * (1 - share)
-            method = "anneal"
+        lns = search * share >= EXACT_MIN_SECONDS if small else search * (1 - share) >= LNS_MIN_SECONDS
+        if not lns:  # too short for CP-SAT to finish on its own budget rather than the clock: anneal gets it all
+            planned = search if small else planned + search * (1 - share)
+            first, method = "anneal", "anneal"
         if engine:  # the contest engine's start (TRW-S + forest DP under usage prices); anneal goes on from the best
             method = "trws+" + method
             best = _better(best, _stage(run, problem, "trws", search * ENGINE_SHARE, seed, best, **tags))

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, PlanError
+from spyreopt.model.candidates import resolve
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
+from spyreopt.model.inplace import lifetime
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
@@ -124,10 +126,10 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
             continue
         if t.bytes_per_core != size:
             raise PlanError(f"tensor {t.name!r}: {t.bytes_per_core} bytes per core recorded, slice needs {size}")
-        lo, hi = n.interval
+        lo, hi = lifetime(prob, i, a)
         if len(t.lifetime) != 2 or t.lifetime[0] > lo or t.lifetime[1] < hi:
             raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime} does not cover producer to last use {[lo, hi]}")
-        buffers.append((f"tensor {t.name!r}", t.address, size, n.interval))
+        buffers.append((f"tensor {t.name!r}", t.address, size, tuple(t.lifetime)))
     for t in plan.tensors:  # kept graph inputs (``model.staging``), checked equal to the decisions' by _check_staged
         if t.name not in {o.output for o in prob.ops}:
             buffers.append((f"staged input {t.name!r}", t.address, t.bytes_per_core, tuple(t.lifetime)))
@@ -160,11 +162,12 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
             raise PlanError(f"{name}: address {addr} is not a multiple of the {align}-byte stick")
         if addr < 0 or addr + size > cap:
             raise PlanError(f"{name}: [{addr}, {addr + size}) lies outside the scratchpad capacity {cap}")
-    _check_overlaps(buffers)
+    _check_overlaps(buffers, check_inplace(plan, prob))
 
 
-def _check_overlaps(buffers: list) -> None:
+def _check_overlaps(buffers: list, shared: set[tuple[str, str]] = frozenset()) -> None:
     """No two buffers live at the same step overlap in address; the first such pair in order is named.
+    ``shared``: (buffer written over, output) label pairs of legal in-place writes, which may.
 
     A sweep over lifetimes: only pairs live together are compared (not every pair)."""
     order = sorted(range(len(buffers)), key=lambda x: buffers[x][3][0])
@@ -176,6 +179,8 @@ def _check_overlaps(buffers: list) -> None:
         for y in live:
             _, ay, sy, ly = buffers[y]
             if lx[0] < ly[1] and ly[0] < lx[1] and ax < ay + sy and ay < ax + sx:
+                if (buffers[y][0], buffers[x][0]) in shared or (buffers[x][0], buffers[y][0]) in shared:
+                    continue
                 pair = (min(x, y), max(x, y))
                 clash = pair if clash is None else min(clash, pair)
         live.append(x)
@@ -183,6 +188,62 @@ def _check_overlaps(buffers: list) -> None:
         (na, aa, sa, la), (nb, ab, sb, lb) = buffers[clash[0]], buffers[clash[1]]
         step = max(la[0], lb[0])
         raise PlanError(f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}")
+
+
+def check_inplace(plan: Plan, prob: Problem) -> set[tuple[str, str]]:
+    """Every op writing in place (``OpPlan.inplace_over``) does it legally: a pointwise op whose output has the
+    operand's shape and dtype, read element for element; the operand is an op's on-chip output (not a graph
+    output) or a staged input, read in place here for the last time; each core writes its output slice, in
+    the operand's stick and size, at the operand's address over exactly the slice it read. Returns the
+    (operand buffer, output buffer) label pairs that may then share addresses at this op's step."""
+    g = prob.graph
+    records = {t.name: t for t in plan.tensors}
+    edges = {(e.consumer, e.operand): e for e in plan.edges}
+    outputs = {o.output for o in prob.ops}
+    shared = set()
+    for i, o in enumerate(prob.ops):
+        j = {p.name: p for p in plan.ops}[o.name].inplace_over
+        if j is None:
+            continue
+        where = f"op {o.name!r} writes in place over operand {j}"
+        if not 0 <= j < len(o.inputs):
+            raise PlanError(f"{where}: it has {len(o.inputs)} operands")
+        ref = resolve(g, o.inputs[j])
+        donor, out = g.tensors[ref.base], g.tensors[o.output]
+        if o.kind != "pointwise":
+            raise PlanError(f"{where}: only a pointwise op may, this is a {o.kind}")
+        if donor.shape != out.shape or donor.dtype != out.dtype or ref.perm != tuple(range(len(out.shape))):
+            raise PlanError(f"{where}: {ref.base!r} {donor.shape} {donor.dtype} is not read element for element "
+                            f"like its output {out.shape} {out.dtype}")  # fmt: skip
+        if ref.base in g.outputs:
+            raise PlanError(f"{where}: {ref.base!r} is a graph output")
+        later = [p.name for p in prob.ops[i + 1 :] if any(resolve(g, x).base == ref.base for x in p.inputs)]
+        if later:
+            raise PlanError(f"{where}: {ref.base!r} is still read later, by {later}")
+        d, t = records.get(ref.base), records[o.output]
+        if d is None or d.residency == "hbm" or d.address is None:
+            raise PlanError(f"{where}: {ref.base!r} is not in the scratchpad")
+        js = [k for k, x in enumerate(o.inputs) if resolve(g, x).base == ref.base]
+        for k in js:
+            e = edges.get((o.name, k))
+            if e is None or e.mode != "inplace":
+                raise PlanError(f"{where}: operand {k} ({ref.base!r}) is not read in place (mode "
+                                f"{None if e is None else e.mode!r})")  # fmt: skip
+        lay = prob.layout(i, 0)
+        if "lx" not in t.residency or t.address != d.address or t.bytes_per_core != d.bytes_per_core:
+            raise PlanError(f"{where}: its output ({t.residency}, address {t.address}, {t.bytes_per_core} bytes) "
+                            f"is not on chip at {ref.base!r}'s address {d.address} with its size {d.bytes_per_core}")  # fmt: skip
+        if lay.tile is not None or o.name in {n for lp in plan.loops for n in lp.ops}:
+            raise PlanError(f"{where}: it runs in a tiled loop")
+        if lay.stick != d.stick or any(dict(lay.reads[k]) != lay.owner_boxes for k in js):
+            raise PlanError(f"{where}: its per-core output slices (stick {lay.stick}) are not the slices it reads "
+                            f"of {ref.base!r} (stick {d.stick})")  # fmt: skip
+        if list(d.lifetime) != [d.lifetime[0], i + 1] or t.lifetime[0] != i:
+            raise PlanError(f"{where}: {ref.base!r} must live until this op (lifetime {d.lifetime}) and its output "
+                            f"start here (lifetime {t.lifetime})")  # fmt: skip
+        label = f"tensor {ref.base!r}" if ref.base in outputs else f"staged input {ref.base!r}"
+        shared.add((label, f"tensor {o.output!r}"))
+    return shared
 
 
 def _check_staged(plan: Plan, prob: Problem, a) -> None:

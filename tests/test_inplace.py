@@ -171,9 +171,11 @@ def test_checker_and_simulator_reject_an_illegal_in_place_write(softmax_plans):
         so.simulate(bad)
 
     bad = so.Plan.from_json(plan.to_json())
-    bad.tensor("softmax.exp").address += 128  # not the donor's address
-    with pytest.raises(so.PlanError, match="is not on chip at 'softmax.sub''s address"):
+    bad.tensor("softmax.exp").address += 128  # not the donor's address: an overlap, and no legal in-place write
+    with pytest.raises(so.PlanError, match="overlap in scratchpad at step 2"):
         bad.validate()
+    with pytest.raises(so.PlanError, match="overwrites live tensor 'softmax.sub'"):
+        so.simulate(bad)
 
 
 def test_checker_and_simulator_reject_writing_over_an_operand_read_later():

@@ -23,6 +23,7 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_check import fixed_problem
+from spyreopt.model.staging import plan_masks
 from spyreopt.workloads import get as get_workload
 
 Row = dict[str, Any]
@@ -213,9 +214,13 @@ class DeviceConfig(Config):
     """A published experiment as a fit configuration: its own graph, the decisions the experiment fixes."""
 
     built: Graph | None = field(default=None, compare=False)
+    masks: tuple[tuple[str, int], ...] = ()  # the plan's input-staging bits per op
 
     def graph(self) -> Graph:
         return self.built
+
+    def stage_masks(self) -> dict[str, int]:
+        return dict(self.masks)
 
 
 def _config(family: str, graph: Graph, plan: Plan, target: str) -> DeviceConfig:
@@ -223,15 +228,22 @@ def _config(family: str, graph: Graph, plan: Plan, target: str) -> DeviceConfig:
     for o in plan.ops:
         dims = op_space(graph, graph.ops[o.name]).dims
         decisions.append((o.name, (tuple(o.division[d] for d in dims), o.stick, o.residency)))
-    return DeviceConfig(family, "device", (), "fp16", False, tuple(decisions), target, graph)
+    masks = plan_masks(graph, [graph.ops[o.name] for o in plan.ops], plan.tensors, plan.edges)
+    return DeviceConfig(
+        family, "device", (), "fp16", False, tuple(decisions), target, graph, tuple(sorted(masks.items()))
+    )
 
 
 def device_samples() -> tuple[list[Sample], list[str]]:
-    """The published rows the fit may use, as samples (plans derived with the reference coefficients, as the
-    simulator samples are), and why each other published row is left out.
+    """The published rows the fit may use, as samples, and why each other published row is left out.
 
-    A softmax stage is used only where the model's plan moves the published device-memory bytes: a stage the
-    model cannot plan yet (in-place address reuse, input staging) would fit coefficients to the wrong traffic.
+    The decode and relayout rows force their decisions, so their plans are derived with the reference
+    coefficients, as the simulator samples are. A softmax stage fixes capabilities, not decisions, and under the
+    reference coefficients (compute-bound vector ops) keeping tensors on chip saves no time, so their plans
+    put everything in device memory whatever the stage: its plan is the one ``spyreopt reproduce`` shows (the
+    shipped coefficients), used only where it moves the published device-memory bytes (a stage the model
+    could not plan would fit coefficients to the wrong traffic). A staged input is part of the configuration
+    (its ops' staging bits).
     """
     data, ref = measurements(), reference_coefficients()
     samples, skipped = [], []
@@ -239,7 +251,7 @@ def device_samples() -> tuple[list[Sample], list[str]]:
     g = softmax_graph(sm["rows"], sm["cols"], sm["dim"])
     for st in sm["stages"]:
         pin = {f"softmax.{op}": p for op, p in st["pin"].items()}
-        plan = solve(g, hardware=HardwareSpec(cores=sm["cores"]), pin=pin, forbid=st["forbid"], coefficients=ref)
+        plan = solve(g, hardware=HardwareSpec(cores=sm["cores"]), pin=pin, forbid=st["forbid"])
         want = element_count(st["elements"], sm["rows"], sm["cols"]) * sm["bytes_per_element"]
         got = device_memory_bytes(plan)
         if got != want:

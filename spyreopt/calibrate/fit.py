@@ -32,8 +32,10 @@ from spyreopt.calibrate.sampling import FAMILIES, Config, Sample, reference_coef
 from spyreopt.costmodel import spyre
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.model.division import reduction_split
+from spyreopt.model.geometry import layout_quantities
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
+from spyreopt.model.staging import edge_costs, effective_leaf
 
 NAMES = tuple(f.name for f in fields(Coefficients))
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -89,7 +91,7 @@ class Terms:
 
 def _config_ops(config: Config, hw: HardwareSpec, coef: Coefficients) -> list[dict]:
     """One dict of terms per op of the configuration's plan."""
-    problem = Problem(config.graph(), hw, coef, fixed=config.decision_map())
+    problem = Problem(config.graph(), hw, coef, fixed=config.decision_map(), stage_masks=config.stage_masks())
     a = problem.normalize([0] * len(problem.ops))
     quantity, _, target_op = config.target.partition(":")
     rows = []
@@ -109,7 +111,12 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
     s = a[i]
     oc, cand = problem.cands[i], problem.candidates[i][s]
     li = cand.layout
-    lay, lq = oc.layouts[li], problem.layout_quantities(i)
+    leaf = effective_leaf(problem, i, cand.stage)  # an input read from its kept slices is no device read
+    lay = oc.layouts[li]
+    lq = problem.layout_quantities(i) if leaf == problem.leaf[i] else layout_quantities(oc, leaf)
+    relaid = [v for v, ps in edge_costs(problem, a).items() if v == i and ps]
+    if relaid:
+        raise ValueError(f"fit: op {problem.ops[i].name!r} relayouts a staged input, which no fit term holds")
     matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
     t = dict.fromkeys(
         ("psum_bytes", "ksplit", "w_bytes", "w_req", "w_streams", "sw_bytes", "sw_req", "sw_streams", "rs_bytes",

@@ -94,6 +94,10 @@ class Config:
     def decision_map(self) -> dict[str, Decision]:
         return dict(self.decisions)
 
+    def stage_masks(self) -> dict[str, int] | None:
+        """Ops' input-staging bits (``model.staging``); a sampled configuration stages nothing."""
+        return None
+
 
 @dataclass(frozen=True)
 class Sample:

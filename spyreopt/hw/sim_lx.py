@@ -87,6 +87,14 @@ class ScratchpadState:
                 )
         self.entries[core].append(entry)
 
+    def take(self, core: int, address: int | None, tensor: str, box: Box, step: int) -> Entry | None:
+        """Remove and return the entry holding exactly ``box`` of ``tensor`` at ``address`` on ``core`` when it
+        dies at ``step`` (its last reader runs there), else None: what an in-place write may overwrite."""
+        for n, e in enumerate(self.entries[core]):
+            if e.lo == address and e.tensor == tensor and e.box == box and e.free_step == step + 1:
+                return self.entries[core].pop(n)
+        return None
+
     def read(
         self, core: int, address: int | None, tensor: str, box: Box, stick: int, op: str, step: int, what: str
     ) -> Entry:

@@ -54,6 +54,7 @@ class Step:
     address: int | None
     free_step: int  # the output's scratchpad buffer is released before this step
     operands: tuple[Operand, ...]
+    inplace_over: int | None = None  # the operand whose dying buffer the output is written over (as planned)
 
     @property
     def name(self) -> str:
@@ -110,7 +111,19 @@ class Trace:
                 )
             operands = tuple(self._operand(o, j, lay, edges) for j in range(len(o.inputs)))
             free = int(t.lifetime[1]) if t.residency != "hbm" and len(t.lifetime) == 2 else i + 1
-            step = Step(i, o, space, lay, lay.boxes, tuple(lay.owner_boxes), t.residency, t.address, free, operands)
+            step = Step(
+                i,
+                o,
+                space,
+                lay,
+                lay.boxes,
+                tuple(lay.owner_boxes),
+                t.residency,
+                t.address,
+                free,
+                operands,
+                d.inplace_over,
+            )
             self._check_spans(step)
             self.steps.append(step)
 

@@ -298,7 +298,30 @@ class _Run:
             size = box_padded_bytes(box, s.layout.stick, out.elem_bytes, self.m.hw.stick_bytes)
             hi = None if s.address is None else s.address + size
             entry = Entry(f"tensor {out.name!r}", out.name, box, s.layout.stick, s.address, hi, s.free_step)
+            if s.inplace_over is not None:
+                self._overwrite(s, c, entry)
             self.lx.write(c, entry, s.name, s.index)
+
+    def _overwrite(self, s: Step, c: int, entry: Entry) -> None:
+        """An in-place write: a pointwise op's output slice on core ``c`` replaces, at the same address, stick
+        and size, exactly the slice of the operand it read there in place, which dies at this op. Anything else
+        at that address stays live, so writing over it is rejected as for any write."""
+        j = s.inplace_over
+        where = f"op {s.name!r} at step {s.index}, core {c}: writes in place over operand {j}"
+        if s.op.kind != "pointwise" or not 0 <= j < len(s.operands):
+            raise PlanError(f"{where}, but only a pointwise op may write over one of its operands")
+        od = s.operands[j]
+        donor = self.trace.tensor(od.ref.base)
+        out = self.trace.tensor(s.op.output)
+        same = donor.shape == out.shape and donor.dtype == out.dtype and od.ref.perm == tuple(range(len(out.shape)))
+        if not same or od.mode not in ("inplace", "kept") or dict(od.boxes).get(c) != entry.box:
+            raise PlanError(
+                f"{where}: {od.ref.base!r} (edge mode {od.mode!r}) is not read in place element for element like "
+                f"the output slice written over it"
+            )
+        old = self.lx.take(c, entry.lo, od.ref.base, entry.box, s.index)
+        if old is not None and (old.stick != entry.stick or old.hi != entry.hi):
+            self.lx.entries[c].append(old)  # not the same slice layout: it stays live, and the write clashes
 
     def _psum(self, s: Step, k: int) -> float:
         """Peers send their partial sums over the ring to the owner, which adds them."""

@@ -7,6 +7,7 @@ from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model import staging
 from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
+from spyreopt.model.inplace import lifetime, writes_over
 from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
 from spyreopt.model.problem import Problem
 from spyreopt.model.tiling import decode_loops
@@ -35,6 +36,7 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
     objective = f.evaluate(a)
     breakdown = problem.evaluate(a)
     loops, loop_of = decode_loops(problem, a, f)
+    over = writes_over(problem, a)
     ops, tensors = [], []
     for i, o in enumerate(problem.ops):
         cand = problem.candidates[i][a[i]]
@@ -52,9 +54,11 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
                 predicted_us=b.total,
                 breakdown={k: v for k, v in vars(b).items()},
                 loop=loop_of[i],
+                inplace_over=over.get(i),
             )
         )
         held = int(f.nodes[i].usages[a[i]])  # a resident output, or a loop's accumulator
+        lo, hi = lifetime(problem, i, a)  # through its last reader, or the loop it may share
         tensors.append(
             TensorPlan(
                 name=o.output,
@@ -63,7 +67,7 @@ def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:
                 stick=lay.stick,
                 address=sol.offsets.get(("node", i)) if held else None,
                 bytes_per_core=held,
-                lifetime=list(f.nodes[i].interval) if held else [i, i + 1],
+                lifetime=[lo, hi] if held else [i, i + 1],
             )
         )
     edges = []

@@ -14,7 +14,15 @@ IOPDDL contest, extended with an exact max-epigraph term and address placement:
   the exact epigraph of a "compute overlaps memory" op time;
 * a memory limit per time step, and optionally ``placement``: every buffer
   (node or edge with non-zero usage) must also get an aligned address so that
-  no two live buffers overlap within ``placement.capacity``.
+  no two live buffers overlap within ``placement.capacity``;
+* in-place reuse: a *tail* edge continues the buffer ``tail`` (node ``u``'s, or
+  an edge's over the same two nodes) over its own interval at the same address,
+  its usage being that buffer's size, or 0 for the pairs where node ``v``'s
+  buffer takes that address instead (``alias[s_u, s_v]``: ``v`` writes over the
+  buffer that dies at it). Contract: a tail's usage is non-zero only where its
+  buffer is, and an alias pair has a zero tail usage and a present buffer.
+  Every usage stays positive, so backends read tails as plain edges; only
+  addresses see them (``address_groups``, ``_placement_violations``).
 
 Costs are integers in ``cost_unit_us`` microseconds each (fixed point, so the
 objective is exact and every backend agrees bit for bit). Nothing here knows
@@ -53,6 +61,8 @@ class Edge:
     allowed: np.ndarray | None = None  # bool [S_u, S_v]; None means every pair
     usages: np.ndarray | None = None  # int64 [S_u, S_v]; None means no memory
     interval: tuple[int, int] = (0, 0)
+    tail: BufferKey | None = None  # the buffer this edge's memory continues, at its address
+    alias: np.ndarray | None = None  # bool [S_u, S_v]: node v's buffer takes the ``tail`` buffer's address
 
     def is_allowed(self, su: int, sv: int) -> bool:
         return self.allowed is None or bool(self.allowed[su, sv])
@@ -84,6 +94,7 @@ class BufferSpec:
     lower: int
     upper: int  # half-open
     size: int
+    members: tuple[BufferKey, ...] = ()  # other buffers at this address (``Formulation.address_groups``)
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,8 @@ class Formulation:
     @property
     def num_steps(self) -> int:
         return self._derived(
-            "num_steps", lambda: max([n.interval[1] for n in self.nodes] + [e.interval[1] for e in self.edges], default=0)
+            "num_steps",
+            lambda: max([n.interval[1] for n in self.nodes] + [e.interval[1] for e in self.edges], default=0),
         )
 
     def incident_edges(self, i: int) -> list[int]:
@@ -162,6 +174,45 @@ class Formulation:
                 out.append(BufferSpec(("edge", k), e.interval[0], e.interval[1], size))
         return out
 
+    def address_links(self, assignment) -> list[tuple[BufferKey, BufferKey]]:
+        """Pairs of present buffers that must share one address: a tail and the buffer it continues, and an
+        in-place output and the buffer it writes over."""
+        present = {b.key for b in self.buffers(assignment)}
+        out = []
+        for k, e in enumerate(self.edges):
+            if e.tail is None or e.tail not in present:
+                continue
+            if ("edge", k) in present:
+                out.append((e.tail, ("edge", k)))
+            if e.alias is not None and e.alias[assignment[e.u], assignment[e.v]] and ("node", e.v) in present:
+                out.append((e.tail, ("node", e.v)))
+        return out
+
+    def address_groups(self, assignment) -> list[BufferSpec]:
+        """The assignment's buffers with those sharing an address merged: one spec over the union of their
+        intervals, as large as the largest (exact when, as in Spyre, they have one size), its other keys in
+        ``members``. What a placement engine places; ``fill_members`` gives the members their offsets."""
+        bufs = {b.key: b for b in self.buffers(assignment)}
+        root = {k: k for k in bufs}
+
+        def find(k):
+            while root[k] != k:
+                k = root[k]
+            return k
+
+        for a, b in self.address_links(assignment):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                root[rb] = ra  # the buffer written over stays the group's key
+        groups: dict[BufferKey, list[BufferSpec]] = {}
+        for k, b in bufs.items():
+            groups.setdefault(find(k), []).append(b)
+        out = []
+        for k, g in groups.items():
+            lo, hi, size = min(b.lower for b in g), max(b.upper for b in g), max(b.size for b in g)
+            out.append(BufferSpec(k, lo, hi, size, tuple(sorted(b.key for b in g if b.key != k))))
+        return sorted(out, key=lambda b: (b.lower, b.key))
+
     def usage_profile(self, assignment) -> list[int]:
         """Live usage at each time step 0..num_steps-1 (Python ints: usages may be huge)."""
         diff = [0] * (self.num_steps + 1)
@@ -183,7 +234,9 @@ class Formulation:
         if self.usage_limit is not None:
             for t, used in enumerate(self.usage_profile(assignment)):
                 if used > self.usage_limit:
-                    out.append(f"time step {t}: usage {used} exceeds limit {self.usage_limit} by {used - self.usage_limit}")
+                    out.append(
+                        f"time step {t}: usage {used} exceeds limit {self.usage_limit} by {used - self.usage_limit}"
+                    )
         if self.placement is not None:
             out.extend(self._placement_violations(assignment, offsets or {}))
         return out
@@ -205,6 +258,9 @@ class Formulation:
                 out.append(f"buffer {b.key}: [{off}, {off + b.size}) outside capacity {cap}")
             if off % align:
                 out.append(f"buffer {b.key}: address {off} not a multiple of {align}")
+        for a, b in self.address_links(assignment):
+            if a in offsets and b in offsets and offsets[a] != offsets[b]:
+                out.append(f"buffers {a} and {b} must share one address (in-place reuse): {offsets[a]} != {offsets[b]}")
         placed = sorted((b for b in bufs if b.key in offsets), key=lambda b: b.lower)
         for a_i, a in enumerate(placed):
             for b in placed[a_i + 1 :]:
@@ -224,6 +280,15 @@ class Formulation:
         for i, (n, s) in enumerate(zip(self.nodes, assignment)):
             if not 0 <= s < n.num_candidates:
                 raise ValueError(f"node {i} ({n.name}): candidate {s} out of range 0..{n.num_candidates - 1}")
+
+
+def fill_members(groups: list[BufferSpec], offsets: dict[BufferKey, int]) -> dict[BufferKey, int]:
+    """Offsets of every buffer of ``address_groups`` from those of the groups' keys."""
+    out = dict(offsets)
+    for g in groups:
+        if g.key in offsets:
+            out.update(dict.fromkeys(g.members, offsets[g.key]))
+    return out
 
 
 def affine_value(a: Affine, node: int, edges: tuple[Edge, ...], assignment) -> int:

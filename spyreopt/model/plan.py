@@ -29,6 +29,7 @@ class OpPlan:
     predicted_us: float
     breakdown: dict[str, float]
     loop: int | None = None  # index into ``Plan.loops`` when the op runs inside a tiled loop
+    inplace_over: int | None = None  # operand whose dying scratchpad buffer the output is written over
 
 
 @dataclass
@@ -39,7 +40,7 @@ class TensorPlan:
     stick: int
     address: int | None
     bytes_per_core: int
-    lifetime: list[int]  # half-open op steps [lo, hi) while resident
+    lifetime: list[int]  # half-open op steps [lo, hi) while resident (through its last reader)
 
 
 @dataclass

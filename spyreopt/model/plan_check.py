@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, PlanError
+from spyreopt.model.candidates import resolve
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
+from spyreopt.model.inplace import lifetime
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
@@ -138,10 +140,10 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
             continue
         if t.bytes_per_core != size:
             raise PlanError(f"tensor {t.name!r}: {t.bytes_per_core} bytes per core recorded, slice needs {size}")
-        lo, hi = n.interval
+        lo, hi = lifetime(prob, i, a)
         if len(t.lifetime) != 2 or t.lifetime[0] > lo or t.lifetime[1] < hi:
             raise PlanError(f"tensor {t.name!r}: lifetime {t.lifetime} does not cover producer to last use {[lo, hi]}")
-        buffers.append((f"tensor {t.name!r}", t.address, size, n.interval))
+        buffers.append((f"tensor {t.name!r}", t.address, size, tuple(t.lifetime)))
     outputs = {o.output for o in prob.ops}
     for t in plan.tensors:  # kept graph inputs (``model.staging``), checked equal to the decisions' by _check_staged
         if t.name not in outputs:
@@ -175,11 +177,16 @@ def _check_buffers(plan: Plan, prob: Problem, a) -> None:
             raise PlanError(f"{name}: address {addr} is not a multiple of the {align}-byte stick")
         if addr < 0 or addr + size > cap:
             raise PlanError(f"{name}: [{addr}, {addr + size}) lies outside the scratchpad capacity {cap}")
-    _check_overlaps(buffers)
+    shared, wrong = check_inplace(plan, prob)
+    _check_overlaps(buffers, shared, wrong)
+    if wrong:
+        raise PlanError(next(iter(wrong.values())))
 
 
-def _check_overlaps(buffers: list) -> None:
+def _check_overlaps(buffers: list, shared: set[tuple[str, str]] = frozenset(), wrong: dict | None = None) -> None:
     """No two buffers live at the same step overlap in address; the first such pair in order is named.
+    ``shared``: (buffer written over, output) label pairs of legal in-place writes, which may; ``wrong``: why
+    the other claimed in-place writes are not legal, by label pair (added to the overlap's message).
 
     A sweep over lifetimes: only pairs live together are compared (not every pair)."""
     order = sorted(range(len(buffers)), key=lambda x: buffers[x][3][0])
@@ -191,13 +198,85 @@ def _check_overlaps(buffers: list) -> None:
         for y in live:
             _, ay, sy, ly = buffers[y]
             if lx[0] < ly[1] and ly[0] < lx[1] and ax < ay + sy and ay < ax + sx:
+                if (buffers[y][0], buffers[x][0]) in shared or (buffers[x][0], buffers[y][0]) in shared:
+                    continue
                 pair = (min(x, y), max(x, y))
                 clash = pair if clash is None else min(clash, pair)
         live.append(x)
     if clash is not None:
         (na, aa, sa, la), (nb, ab, sb, lb) = buffers[clash[0]], buffers[clash[1]]
         step = max(la[0], lb[0])
-        raise PlanError(f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}")
+        why = (wrong or {}).get((na, nb)) or (wrong or {}).get((nb, na))
+        raise PlanError(
+            f"{na} at [{aa}, {aa + sa}) and {nb} at [{ab}, {ab + sb}) overlap in scratchpad at step {step}"
+            + (f" ({why})" if why else "")
+        )
+
+
+def check_inplace(plan: Plan, prob: Problem) -> tuple[set[tuple[str, str]], dict[tuple[str, str], str]]:
+    """Every op writing in place (``OpPlan.inplace_over``) does it legally: a pointwise op whose output has the
+    operand's shape and dtype, read element for element; the operand is an op's on-chip output (not a graph
+    output) or a staged input, read in place here for the last time; each core writes its output slice, in
+    the operand's stick and size, at the operand's address over exactly the slice it read. Returns the
+    (operand buffer, output buffer) label pairs that may then share addresses at this op's step, and why each
+    other claimed pair is not a legal in-place write."""
+    records = {t.name: t for t in plan.tensors}
+    edges = {(e.consumer, e.operand): e for e in plan.edges}
+    outputs = {o.output for o in prob.ops}
+    decisions = {p.name: p for p in plan.ops}
+    shared: set[tuple[str, str]] = set()
+    wrong: dict[tuple[str, str], str] = {}
+    for i, o in enumerate(prob.ops):
+        j = decisions[o.name].inplace_over
+        if j is None:
+            continue
+        base = resolve(prob.graph, o.inputs[j]).base if 0 <= j < len(o.inputs) else "?"
+        pair = (f"tensor {base!r}" if base in outputs else f"staged input {base!r}", f"tensor {o.output!r}")
+        why = _inplace_error(plan, prob, i, j, records, edges)
+        if why:
+            wrong[pair] = f"op {o.name!r} writes in place over operand {j}: {why}"
+        else:
+            shared.add(pair)
+    return shared, wrong
+
+
+def _inplace_error(plan: Plan, prob: Problem, i: int, j: int, records: dict, edges: dict) -> str | None:
+    """Why op i's write over operand j is not a legal in-place write (None: it is)."""
+    g, o = prob.graph, prob.ops[i]
+    if not 0 <= j < len(o.inputs):
+        return f"it has {len(o.inputs)} operands"
+    ref = resolve(g, o.inputs[j])
+    donor, out = g.tensors[ref.base], g.tensors[o.output]
+    if o.kind != "pointwise":
+        return f"only a pointwise op may, this is a {o.kind}"
+    if donor.shape != out.shape or donor.dtype != out.dtype or ref.perm != tuple(range(len(out.shape))):
+        return f"{ref.base!r} {donor.shape} {donor.dtype} is not read element for element like its output {out.shape}"
+    if ref.base in g.outputs:
+        return f"{ref.base!r} is a graph output"
+    later = [p.name for p in prob.ops[i + 1 :] if any(resolve(g, x).base == ref.base for x in p.inputs)]
+    if later:
+        return f"{ref.base!r} is still read later, by {later}"
+    d, t = records.get(ref.base), records[o.output]
+    if d is None or d.residency == "hbm" or d.address is None:
+        return f"{ref.base!r} is not in the scratchpad"
+    js = [k for k, x in enumerate(o.inputs) if resolve(g, x).base == ref.base]
+    for k in js:
+        e = edges.get((o.name, k))
+        if e is None or e.mode != "inplace":
+            return f"operand {k} ({ref.base!r}) is not read in place (mode {None if e is None else e.mode!r})"
+    if "lx" not in t.residency or t.address != d.address or t.bytes_per_core != d.bytes_per_core:
+        return (
+            f"its output ({t.residency}, address {t.address}, {t.bytes_per_core} bytes) is not on chip at "
+            f"{ref.base!r}'s address {d.address} with its size {d.bytes_per_core}"
+        )
+    lay = prob.layout(i, 0)
+    if lay.tile is not None or o.name in {n for lp in plan.loops for n in lp.ops}:
+        return "it runs in a tiled loop"
+    if lay.stick != d.stick or any(dict(lay.reads[k]) != lay.owner_boxes for k in js):
+        return f"its per-core output slices (stick {lay.stick}) are not the slices it reads (stick {d.stick})"
+    if list(d.lifetime) != [d.lifetime[0], i + 1] or t.lifetime[0] != i:
+        return f"{ref.base!r} must live until this op (lifetime {d.lifetime}) and its output start here ({t.lifetime})"
+    return None
 
 
 def _check_staged(plan: Plan, prob: Problem, a) -> None:

@@ -47,7 +47,7 @@ def _check(value: Any, hint: Any, where: str) -> Any:
 
 
 # fields added after plans were first written: absent from older JSON, read as their default
-OPTIONAL = {"loop": None, "staged": [], "accumulate": False}
+OPTIONAL = {"loop": None, "staged": [], "accumulate": False, "inplace_over": None}
 
 
 def _record(cls: type, data: Any, where: str, skip: tuple[str, ...] = ()) -> dict:
@@ -90,6 +90,8 @@ def plan_from_dict(data: Any) -> Plan:
                 raise FormatError(f"plan.ops[{i}].division.{d}: expected a positive integer, got {f!r}")
         if rec["residency"] not in RESIDENCIES:
             raise FormatError(f"plan.ops[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
+        if rec["inplace_over"] is not None and rec["inplace_over"] < 0:
+            raise FormatError(f"plan.ops[{i}].inplace_over: negative operand index ({rec['inplace_over']})")
         ops.append(OpPlan(**rec))
     tensors = []
     for i, t in enumerate(_list(data, "tensors")):

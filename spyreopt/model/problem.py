@@ -129,11 +129,13 @@ class Problem:
         tiling: bool = True,
         staging: bool = True,
         stage_masks: dict[str, int] | None = None,
+        reuse: bool = True,
     ):
         """``fixed`` maps op names -> (factors or a label such as "m:4 x n:8", stick, residency[, tiling]): those
         ops get exactly that one candidate (all ops: the problem of a plan's decisions, to check it; some: pinned
         ops); the optional tiling is (dim name, tile count[, staged tensor names]) or None. ``tiling=False`` plans no tiled loops.
-        ``staging=False`` stages no graph input (``model.staging``); ``stage_masks`` fixes ops' staging bits (a plan's)."""
+        ``staging=False`` stages no graph input (``model.staging``); ``stage_masks`` fixes ops' staging bits (a plan's).
+        ``reuse=False``: no op writes its output over a dying operand (``model.inplace``)."""
         graph.check()
         self.graph = graph
         self.hw = hw or HardwareSpec()
@@ -167,6 +169,7 @@ class Problem:
         self.stage_roles = staging_model.roles(self)
         self.stage_masks = stage_masks
         self.stage_relayout = True  # a later reader may relayout the kept slices (False: forbid relayout)
+        self.reuse = reuse
         self._list_ids: dict[int, tuple[list, int]] = {}
         self.candidates = [self._op_candidates(i) for i in range(len(self.ops))]
         self._op_tables: dict[int, tuple[list, OpTable]] = {}

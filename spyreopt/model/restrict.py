@@ -19,7 +19,8 @@ and every backend sees the restriction because it is in the Formulation.
   copy, that pair is removed, not turned into a spill), ``"restickify"`` (every
   tensor is read in the stick it is stored in),
   ``"tiling"`` (no tiled loops: the plan of the untiled problem), ``"staging"``
-  (no graph input or weight kept on chip for its later readers, ``model.staging``).
+  (no graph input or weight kept on chip for its later readers, ``model.staging``), ``"reuse"`` (no op
+  writes its output over a dying operand's scratchpad buffer, ``model.inplace``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from spyreopt.model.staging import staged_inputs
 from spyreopt.model.tables import EdgeTable, frozen
 from spyreopt.model.tiling import checked_tiled_layout, parse_tiling, tiled_layout
 
-CAPABILITIES = ("inplace", "relayout", "restickify", "staging", "tiling")
+CAPABILITIES = ("inplace", "relayout", "restickify", "reuse", "staging", "tiling")
 # capabilities the planner does not have yet: forbidding them is accepted and changes nothing
 NOT_PLANNED: dict[str, str] = {}
 PIN_KEYS = ("division", "residency", "tiling")
@@ -124,6 +125,7 @@ class RestrictedProblem(Problem):
         max_layouts: int = 6,
         tiling: bool = True,
         staging: bool = True,
+        reuse: bool = True,
     ):
         self.restriction = restriction
         names = {o.name for o in graph.ops.values() if o.kind != "view"}
@@ -132,7 +134,7 @@ class RestrictedProblem(Problem):
                 why = "a view (it has no decisions of its own)" if op in graph.ops else "not an op of the graph"
                 raise PlanError(f"pin: op {op!r} is {why}; pinnable ops: {', '.join(sorted(names))}")
         self._masked: dict[int, tuple[EdgeTable, EdgeTable]] = {}
-        super().__init__(graph, hw, coefficients, max_layouts=max_layouts, tiling=tiling, staging=staging)
+        super().__init__(graph, hw, coefficients, max_layouts=max_layouts, tiling=tiling, staging=staging, reuse=reuse)
         self.stage_relayout = "relayout" not in restriction.forbid
         self.candidates = [self._restricted(i) for i in range(len(self.ops))]
 
@@ -341,9 +343,12 @@ def make_problem(
     restriction = Restriction.of(pin, forbid)
     tiling = "tiling" not in restriction.forbid
     staging = "staging" not in restriction.forbid
+    reuse = "reuse" not in restriction.forbid
     if restriction.empty:
-        return Problem(graph, hw, coefficients, tiling=tiling, staging=staging)
-    return RestrictedProblem(graph, hw, coefficients, restriction=restriction, tiling=tiling, staging=staging)
+        return Problem(graph, hw, coefficients, tiling=tiling, staging=staging, reuse=reuse)
+    return RestrictedProblem(
+        graph, hw, coefficients, restriction=restriction, tiling=tiling, staging=staging, reuse=reuse
+    )
 
 
 def check_backend(restriction: Restriction, backend: str, baseline: bool) -> None:
@@ -379,6 +384,9 @@ def check_restriction(plan: Plan, restriction: Restriction) -> None:
         raise PlanError(f"forbid staging: graph input(s) {staged} staged on chip")
     if "inplace" in forbid and staged:
         raise PlanError(f"forbid inplace: graph input(s) {staged} staged on chip")
+    reused = [o.name for o in plan.ops if o.inplace_over is not None]
+    if "reuse" in forbid and reused:
+        raise PlanError(f"forbid reuse: op(s) {reused} write their output over an operand's scratchpad buffer")
     if "tiling" in forbid and plan.loops:
         raise PlanError(f"forbid tiling: the plan has {len(plan.loops)} tiled loop(s), first {plan.loops[0].ops}")
     for name, pin in restriction.pin.items():

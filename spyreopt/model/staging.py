@@ -162,18 +162,20 @@ def kept_read(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> Read:
     return out
 
 
-def stage_edges(problem) -> list[Edge]:
-    """Per stage: the edge loader -> last reader holding the kept buffer (loader to last reader), then per later
+def stage_edges(problem, ends: dict[int, int] | None = None) -> list[Edge]:
+    """Per stage: the edge loader -> last reader holding the kept buffer (loader to last reader, or to
+    ``ends[stage]`` when the last reader may write over it: ``model.inplace`` adds the tail), then per later
     reader op the edge allowing its reads of the kept slices, with any relayout's cost and copy."""
     out = []
-    for st in problem.stages:
+    for s, st in enumerate(problem.stages):
         u, ju = st.loader
         cu = problem.candidates[u]
         keep = np.array([c.stage >> ju & 1 for c in cu], dtype=bool)
         size = np.array([footprint(problem, u, c.layout, ju) if k else 0 for c, k in zip(cu, keep)], dtype=np.int64)
         rows = len(problem.candidates[st.last])
         zero = np.zeros((len(cu), rows), dtype=np.int64)
-        out.append(Edge(u, st.last, zero, None, np.broadcast_to(size[:, None], zero.shape).copy(), (u, st.last + 1)))
+        hi = (ends or {}).get(s, st.last + 1)
+        out.append(Edge(u, st.last, zero, None, np.broadcast_to(size[:, None], zero.shape).copy(), (u, hi)))
         by_reader: dict[int, list[int]] = {}
         for v, j in st.readers:
             by_reader.setdefault(v, []).append(j)
@@ -195,12 +197,15 @@ def stage_edges(problem) -> list[Edge]:
     return out
 
 
-def stage_edge_index(problem) -> dict[tuple, int]:
+def stage_edge_index(problem, start: int | None = None) -> dict[tuple, int]:
     """Formulation edge index of each stage's holder edge (key ``(s,)``) and of its reader edges (``(s, v)``):
-    the stage edges come last, in ``stage_edges`` order."""
-    f = problem.formulation
+    the stage edges come last, in ``stage_edges`` order, but for the kept slices' tails (``model.inplace``)
+    after them (``start``: the first one's index, before the Formulation exists)."""
     total = sum(1 + len({v for v, _ in st.readers}) for st in problem.stages)
-    k = len(f.edges) - total
+    if start is None:
+        f = problem.formulation
+        start = len(f.edges) - total - sum(e.tail is not None and e.tail[0] == "edge" for e in f.edges)
+    k = start
     out: dict[tuple, int] = {}
     for s, st in enumerate(problem.stages):
         out[(s,)] = k
@@ -287,7 +292,7 @@ def decoded(problem, assignment, offsets) -> tuple[list, list]:
             continue
         _, stick = kept_slices(problem, u, c.layout, ju)
         k = index[(s,)]
-        lo, hi = intervals[k].interval
+        lo, hi = intervals[k].interval[0], st.last + 1  # through the last reader (a tail may hold its end)
         size = footprint(problem, u, c.layout, ju)
         loader = problem.ops[u].name
         tensors.append(TensorPlan(st.tensor, loader, "lx", stick, offsets.get(("edge", k)), size, [lo, hi]))

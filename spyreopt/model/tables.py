@@ -20,7 +20,8 @@ from spyreopt.costmodel.analytic import COST_UNIT_US, mixed_ns
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.model.geometry import LayoutQuantities
-from spyreopt.model.staging import stage_edges
+from spyreopt.model.inplace import donors, tail_edges
+from spyreopt.model.staging import stage_edge_index, stage_edges
 from spyreopt.model.tiling import guard_edges, node_interval
 
 
@@ -154,16 +155,24 @@ def loop_parts(
 
 
 def build_formulation(problem) -> Formulation:
-    """The Problem's Formulation: a node per op, an edge per producer->consumer operand, a max term per op."""
+    """The Problem's Formulation: a node per op, an edge per producer->consumer operand, the tails of in-place
+    reuse (``model.inplace``), loop guards, staging edges, and a max term per op."""
     nodes, edges = [], []
     tables = [problem.op_table(i) for i in range(len(problem.ops))]
+    found = donors(problem)
+    ends = {d.producer: d.consumer for d in found if d.stage is None}  # a donor's buffer ends at its writer
     for i, (o, t) in enumerate(zip(problem.ops, tables)):
-        nodes.append(Node(o.name, t.additive, t.usage, node_interval(problem, i)))
+        lo, hi = node_interval(problem, i)
+        nodes.append(Node(o.name, t.additive, t.usage, (lo, ends.get(i, hi))))
     etabs = [problem.edge_table(k) for k in range(len(problem.edges))]
     for e, t in zip(problem.edges, etabs):
         edges.append(Edge(e.producer, e.consumer, t.extra, t.allowed, t.copy, (e.consumer, e.consumer + 1)))
+    edges.extend(tail_edges(problem, found))
     edges.extend(guard_edges(problem))
-    edges.extend(stage_edges(problem))  # last: ``staging.stage_edge_index`` counts them from the end
+    holder = stage_edge_index(problem, len(edges))
+    kept_ends = {d.stage: d.consumer for d in found if d.stage is not None}
+    edges.extend(stage_edges(problem, kept_ends))  # then the kept slices' tails: ``staging.stage_edge_index``
+    edges.extend(tail_edges(problem, found, {s: holder[(s,)] for s in range(len(problem.stages))}))
     terms = []
     for i, t in enumerate(tables):
         incoming = problem.in_edges[i]

@@ -402,7 +402,12 @@ def decode_loops(problem, assignment, formulation) -> tuple[list[LoopPlan], list
             j += 1
         members = list(range(i, j + 1))
         if copies is None:
-            copies = [(b.lower, b.size) for b in formulation.buffers(assignment) if b.key[0] == "edge"]
+            edges = formulation.edges  # a tail of in-place reuse (``model.inplace``) is its tile's end, not a copy
+            copies = [
+                (b.lower, b.size)
+                for b in formulation.buffers(assignment)
+                if b.key[0] == "edge" and edges[b.key[1]].tail is None
+            ]
         names = [problem.ops[x].name for x in members]
         dims = {problem.ops[x].name: problem.cands[x].space.dims[tiles[x].dim] for x in members}
         staged = sorted(

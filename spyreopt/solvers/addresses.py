@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from spyreopt.errors import InfeasibleError
-from spyreopt.model.formulation import BufferKey, Formulation
+from spyreopt.model.formulation import BufferKey, Formulation, fill_members
 from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.placement import Buffer, place
 
@@ -24,10 +24,11 @@ def _buffer_id(key: BufferKey) -> str:
 def place_assignment(
     f: Formulation, assignment, *, time_limit: float = 5.0, seed: int = 0, method: str = "auto"
 ) -> dict[BufferKey, int] | None:
-    """Offsets for every buffer of the assignment, or None when it cannot be placed in time."""
+    """Offsets for every buffer of the assignment, or None when it cannot be placed in time. Buffers that
+    share an address (a tail, an in-place output) are placed as one (``Formulation.address_groups``)."""
     if f.placement is None:
         return {}
-    specs = f.buffers(assignment)
+    specs = f.address_groups(assignment)
     if not specs:
         return {}
     align = f.placement.alignment
@@ -35,7 +36,7 @@ def place_assignment(
     result = place(buffers, f.placement.capacity, method=method, time_limit=max(time_limit, 0.05), seed=seed)
     if result.status != "placed" or result.offsets is None:
         return None
-    return {b.key: int(result.offsets[_buffer_id(b.key)]) for b in specs}
+    return fill_members(specs, {b.key: int(result.offsets[_buffer_id(b.key)]) for b in specs})
 
 
 def spill_until_placed(

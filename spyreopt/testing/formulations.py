@@ -25,11 +25,13 @@ def random_formulation(
     edge_usage: bool = True,
     tight: float = 0.6,
     placement: bool = False,
+    inplace: bool = False,
 ) -> Formulation:
     """A DAG-shaped instance: nodes in schedule order, buffers live from producer to last consumer.
 
     ``tight`` scales the memory limit between 0 (only zero-memory candidates fit)
-    and 1 (everything fits).
+    and 1 (everything fits). ``inplace``: some nodes' buffers end at their last consumer, which may write over
+    them (a tail edge with alias pairs, as ``model.inplace`` builds them; at most one donor per consumer).
     """
     rng = np.random.default_rng(seed)
     sizes = [int(rng.integers(1, max_candidates + 1)) for _ in range(num_nodes)]
@@ -56,6 +58,8 @@ def random_formulation(
             usages[0, :] = 0
             usages[:, 0] = 0
         edges.append(Edge(u, v, rng.integers(0, 50, size=(su, sv)).astype(np.int64), allowed, usages, (v, v + 1)))
+    if inplace:
+        nodes, edges = _with_tails(rng, nodes, edges, pairs)
     terms = []
     if max_terms:
         for i in range(num_nodes):
@@ -78,6 +82,25 @@ def random_formulation(
         cost_unit_us=1.0,
         name=f"random-{seed}",
     )
+
+
+def _with_tails(rng, nodes: list[Node], edges: list[Edge], pairs) -> tuple[list[Node], list[Edge]]:
+    """Half the nodes whose last consumer is a later node hand their buffer's last step to a tail edge; the
+    consumer writes over it in a random 60% of the pairs where both hold memory."""
+    nodes, edges = list(nodes), list(edges)
+    taken: set[int] = set()
+    for u, n in enumerate(list(nodes)):
+        v = n.interval[1] - 1
+        if v <= u or v in taken or (u, v) not in pairs or rng.random() < 0.5:
+            continue
+        taken.add(v)
+        nodes[u] = Node(n.name, n.costs, n.usages, (u, v))
+        alias = (rng.random((len(n.usages), len(nodes[v].usages))) < 0.6) & (n.usages[:, None] > 0)
+        alias &= nodes[v].usages[None, :] > 0
+        usage = np.where(alias, 0, n.usages[:, None]).astype(np.int64)
+        zero = np.zeros(alias.shape, dtype=np.int64)
+        edges.append(Edge(u, v, zero, None, usage, (v, v + 1), ("node", u), alias))
+    return nodes, edges
 
 
 def iopddl_document(intervals, costs, usages, edge_nodes=(), edge_costs=(), limit=None, name="t") -> dict:

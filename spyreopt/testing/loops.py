@@ -70,6 +70,11 @@ def with_loop(
         out = g.ops[o["name"]].output
         if o["name"] in inside:
             o["loop"] = index
+            if o.get("inplace_over") is not None:  # no in-place write inside a loop: the tile gets its own buffer
+                o["inplace_over"] = None
+                if tensors[out]["address"] is not None:
+                    tensors[out]["address"] = top
+                    top += tensors[out]["bytes_per_core"]
             keep = out in reads_inside
             leave = out in reads_outside or out in g.outputs
             res = "lx+hbm" if keep and leave else "lx" if keep else "hbm"

@@ -1,6 +1,11 @@
-"""Memory in the CP-SAT model: capacity constraints at maximal live sets, and addresses in a NoOverlap2D."""
+"""Memory in the CP-SAT model: capacity constraints at maximal live sets, and addresses in a NoOverlap2D.
+
+In-place reuse (``Formulation`` tail edges) adds address equalities: a present tail sits at the address of
+the buffer it continues, and an aliased output (``Edge.alias``) at the address of the buffer it writes over."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from spyreopt.model.formulation import BufferKey
 from spyreopt.solvers.cpsat.linear import Lin
@@ -82,6 +87,7 @@ def placement(m, f, red, x, pair_lit, edge_use, fixed):
     addresses: dict[BufferKey, object] = {}
     xs, ys = [], []
     items = _buffer_items(f, red, x, pair_lit, edge_use)
+    presence: dict[BufferKey, list] = {}
     free = [(lo, hi) for key, lo, hi, _ in items if key not in fixed]
     for key, lo, hi, sizes in items:
         if key in fixed:
@@ -101,6 +107,7 @@ def placement(m, f, red, x, pair_lit, edge_use, fixed):
                 present = m.new_bool_var(f"p_{key[0]}{key[1]}_{size}")
                 m.add(present == sum(lits))
                 groups.append((present, key[0], key[1], members))
+            presence.setdefault(key, []).append(present)
             if size > smallest:
                 if isinstance(present, int):
                     m.add(align * q + size <= cap)
@@ -116,4 +123,40 @@ def placement(m, f, red, x, pair_lit, edge_use, fixed):
                 )
     if len(xs) > 1:
         m.add_no_overlap_2d(xs, ys)
+    _shared_addresses(m, f, red, x, addresses, fixed, presence)
     return groups, addresses
+
+
+def _shared_addresses(m, f, red, x, addresses, fixed, presence) -> None:
+    """Tails at the address of the buffer they continue; aliased outputs at the address they write over."""
+    align = f.placement.alignment
+
+    def addr(key):
+        if key in addresses:
+            return addresses[key]
+        return fixed[key] // align if key in fixed else None
+
+    def same(a, b, lits) -> None:
+        if isinstance(a, int) and isinstance(b, int):
+            return  # both kept (an LNS window): a valid incumbent already shares the address
+        lits = [lit for lit in lits if not isinstance(lit, int)]
+        constraint = m.add(a == b)
+        if lits:
+            constraint.only_enforce_if(lits)
+
+    for k, e in enumerate(f.edges):
+        if e.tail is None or addr(e.tail) is None:
+            continue
+        donor = addr(e.tail)
+        tail = addr(("edge", k))
+        if tail is not None:
+            for present in presence.get(("edge", k), ()):
+                same(tail, donor, [present])
+        out = addr(("node", e.v))
+        if e.alias is None or out is None:
+            continue
+        du, dv = red.domain(e.u), red.domain(e.v)
+        grid = np.ix_(du, dv)
+        pairs = e.alias[grid] & red.allowed[k][grid] & (f.nodes[e.v].usages[dv] > 0)[None, :]
+        for a, b in zip(*np.nonzero(pairs)):
+            same(out, donor, [x[e.u][int(du[a])], x[e.v][int(dv[b])]])

@@ -6,8 +6,8 @@ constrained and the node is live), and for every incident edge, pair by pair
 against the other end's possible candidates, the pair cost, the pair usage and
 every max-term table on that edge (a pair allowed for ``s'`` must be allowed
 for ``s``), and the unary of every max term of ``i`` (``max`` is monotone, so
-max terms cannot increase). Replacing ``s'`` by ``s`` keeps an assignment
-feasible (every buffer keeps its offset and shrinks or vanishes) and no worse.
+max terms cannot increase; with addresses, both alias the same pairs). Replacing ``s'`` by ``s`` keeps an
+assignment feasible (every buffer keeps its offset and shrinks or vanishes) and no worse.
 Identical candidates keep the lowest index (counted as "merged").
 """
 
@@ -31,6 +31,8 @@ def _node_tables(f: Formulation, memory: bool) -> tuple[list[list[np.ndarray]], 
         ts = [e.costs]
         if memory and e.usages is not None and live(e.interval):
             ts.append(e.usages)
+        if f.placement is not None and e.alias is not None:  # an alias ties addresses: keep it exactly
+            ts += [e.alias.astype(np.int64), -e.alias.astype(np.int64)]
         tables.append(ts)
     for m in f.max_terms:
         for alt in m.alternatives:

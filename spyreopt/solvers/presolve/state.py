@@ -38,7 +38,9 @@ class EdgeState:
     usages: np.ndarray | None
     interval: tuple[int, int]
     origin: BufferKey | None  # the original buffer this edge's memory stands for
-    protected: bool  # read by a max term
+    protected: bool  # read by a max term, or part of an in-place reuse (a tail, or the buffer one continues)
+    tail: BufferKey | None = None  # ``Edge.tail``, an edge named by its state key
+    alias: np.ndarray | None = None  # ``Edge.alias``
 
 
 @dataclass
@@ -61,6 +63,10 @@ class State:
                 for k, _ in alt.edge_parts:
                     protected.add(k)
                     frozen.update((f.edges[k].u, f.edges[k].v))
+        for k, e in enumerate(f.edges):  # in-place reuse ties addresses: its edges and nodes stay as they are
+            if e.tail is not None:
+                protected.update([k] + ([e.tail[1]] if e.tail[0] == "edge" else []))
+                frozen.update((e.u, e.v))
         self.nodes = [
             NodeState(
                 list(range(n.num_candidates)),
@@ -76,8 +82,20 @@ class State:
         for k, e in enumerate(f.edges):
             allowed = np.ones(e.costs.shape, bool) if e.allowed is None else e.allowed.astype(bool).copy()
             usages = None if e.usages is None else e.usages.astype(np.int64)
-            self.add_edge(
-                EdgeState(e.u, e.v, e.costs.astype(np.int64), allowed, usages, e.interval, ("edge", k), k in protected)
+            alias = None if e.alias is None else e.alias.astype(bool).copy()
+            self.add_edge(  # state keys start as the edge indices, so a tail naming an edge stays valid
+                EdgeState(
+                    e.u,
+                    e.v,
+                    e.costs.astype(np.int64),
+                    allowed,
+                    usages,
+                    e.interval,
+                    ("edge", k),
+                    k in protected,
+                    e.tail,
+                    alias,
+                )
             )
         self.terms = [
             TermState(
@@ -144,6 +162,8 @@ class State:
             e.costs, e.allowed = e.costs[rows][:, cols], e.allowed[rows][:, cols]
             if e.usages is not None:
                 e.usages = e.usages[rows][:, cols]
+            if e.alias is not None:
+                e.alias = e.alias[rows][:, cols]
         for t in self.terms:
             for a, (unary, parts) in enumerate(t.alternatives):
                 if t.node == i:
@@ -213,6 +233,8 @@ class State:
                 None if e.allowed.all() else e.allowed.copy(),
                 None if e.usages is None else e.usages.copy(),
                 e.interval,
+                e.tail if e.tail is None or e.tail[0] == "node" else ("edge", index[e.tail[1]]),
+                None if e.alias is None else e.alias.copy(),
             )
             for e in (self.edges[k] for k in order)
         )

@@ -142,21 +142,25 @@ def _hard_violations(f: Formulation, a) -> list[str]:
 def _unplaceable_group(f: Formulation, a, *, time_limit: float, seed: int) -> tuple[list[BufferSpec], bool]:
     """A time-connected group of the assignment's buffers that cannot be placed, and whether that is proven.
 
-    Groups whose lifetimes never meet are placed independently, so the one that
-    fails alone is a valid (and smaller) no-good. Falls back to every buffer,
-    unproven, if each group places on its own.
+    Buffers sharing an address (``Formulation.address_groups``) are placed as one, as the placement engine
+    does. Groups whose lifetimes never meet are placed independently, so the one that fails alone is a
+    valid (and smaller) no-good over its buffers, unless an in-place output is tied to an operand's address
+    in it: a plan holding the same buffers without that tie places differently, so that cut is not proven.
+    Falls back to every buffer, unproven, if each group places on its own.
     """
     assert f.placement is not None
-    specs = f.buffers(a)
-    groups = sorted(_time_components(specs), key=lambda g: -sum(b.size for b in g))
+    raw = {b.key: b for b in f.buffers(a)}
+    aliased = {b for _, b in f.address_links(a) if b[0] == "node"}
+    groups = sorted(_time_components(f.address_groups(a)), key=lambda g: -sum(b.size for b in g))
     for group in groups:
         buffers = [
             Buffer(f"{b.key[0]}:{b.key[1]}", b.lower, b.upper, b.size, alignment=f.placement.alignment) for b in group
         ]
         result = place(buffers, f.placement.capacity, time_limit=time_limit / len(groups), seed=seed)
         if result.status != "placed":
-            return group, result.status == "infeasible"
-    return specs, False
+            keys = [k for b in group for k in (b.key, *b.members)]
+            return [raw[k] for k in keys], result.status == "infeasible" and not aliased.intersection(keys)
+    return list(raw.values()), False
 
 
 def _time_components(specs: list[BufferSpec]) -> list[list[BufferSpec]]:

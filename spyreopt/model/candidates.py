@@ -25,12 +25,12 @@ from spyreopt.model.division import (
     Division,
     chunk,
     enumerate_divisions,
+    fills,
     label,
     largest,
     parse_label,
     project,
     reduction_split,
-    fills,
 )
 from spyreopt.model.graph import TRANSCENDENTAL, Graph, Op, Tensor
 from spyreopt.model.hardware import HardwareSpec

@@ -63,7 +63,8 @@ def parse_label(text: str, dims: tuple[str, ...]) -> tuple[int, ...]:
 def chunk(extent: int, unit: int, factor: int) -> int:
     """Elements per part when ``factor`` splits ``extent`` in whole ``unit`` blocks (unit = elements per stick
     or 1): ``ceil(units / factor)`` units, the last part shorter."""
-    return -(-(-(-extent // unit)) // factor) * unit
+    units = -(-extent // unit)
+    return -(-units // factor) * unit
 
 
 def fills(extent: int, unit: int, factor: int) -> bool:
@@ -115,9 +116,7 @@ def core_index(div: Division, core: int) -> tuple[int, ...]:
 
 
 def iteration_box(space: OpSpace, div: Division, core: int) -> Box:
-    return tuple(
-        (i * c, min((i + 1) * c, e)) for i, c, e in zip(core_index(div, core), div.chunks, space.extents)
-    )
+    return tuple((i * c, min((i + 1) * c, e)) for i, c, e in zip(core_index(div, core), div.chunks, space.extents))
 
 
 def project(box: Box, dim_map: tuple[int | None, ...]) -> Box:
@@ -127,11 +126,7 @@ def project(box: Box, dim_map: tuple[int | None, ...]) -> Box:
 
 def owners(space: OpSpace, div: Division) -> list[int]:
     """Cores that hold a final output slice: a k-split reduces partial sums onto k-index 0."""
-    return [
-        c
-        for c in range(div.cores)
-        if all(i == 0 for i, red in zip(core_index(div, c), space.reduction) if red)
-    ]
+    return [c for c in range(div.cores) if all(i == 0 for i, red in zip(core_index(div, c), space.reduction) if red)]
 
 
 def reduction_split(space: OpSpace, div: Division) -> int:

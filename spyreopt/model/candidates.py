@@ -28,6 +28,7 @@ from spyreopt.model.division import (
     fills,
     label,
     largest,
+    legal_factors,
     parse_label,
     project,
     reduction_split,
@@ -166,9 +167,14 @@ class OpCandidates:
         ):
             if red and not ok and f > 1:
                 raise PlanError(f"op {name!r}: division splits reduced dim {d} of a {self.op.kind}")
+            what = f"{-(-e // u)} sticks" if u > 1 else f"{e} elements"
             if not fills(e, u, f):
-                what = f"{-(-e // u)} sticks" if u > 1 else f"{e} elements"
                 raise PlanError(f"op {name!r}: factor {f} on dim {d} leaves a part empty ({what} in {f} parts)")
+            if f not in legal_factors(e, u, self.hw.cores):
+                raise PlanError(
+                    f"op {name!r}: factor {f} on dim {d} does not divide its extent ({what}) and is not a power "
+                    f"of two up to the core count"
+                )
         chunks = tuple(chunk(e, u, f) for e, u, f in zip(space.extents, units, factors))
         lay = self._layout(Division(tuple(factors), chunks), stick, required)
         if lay is None:

@@ -2,19 +2,21 @@
 
 A factor ``f`` splits a dim of ``U`` units (whole sticks on a dim some tensor is
 stuck on, else elements) into parts of ``ceil(U/f)`` units, the last one shorter
-when ``f`` does not divide ``U``; it is legal when every part is non-empty
-(``ceil(U / ceil(U/f)) == f``). A division is legal when every factor is, the
-product is at most the core count, at most one reduction dim is split (only a
-matmul's k: it adds a partial-sum reduction) and every tensor's per-core span is
-within the span limit (checked by the caller, which knows the tensors' layouts).
+when ``f`` does not divide ``U``. A factor is legal when it divides ``U`` (even
+parts), or when it is a power of two up to the core count (or the core count)
+whose parts are all non-empty (``ceil(U / ceil(U/f)) == f``): a dim of 769
+sticks (Granite's vocabulary) has only 1 and 769 as divisors, yet 16 parts of 49
+sticks (the last 34) split it. Powers of two divide any power-of-two extent, so
+such shapes get exactly the candidates they had, and other extents gain at most
+``log2(cores) + 1`` factors per dim (a 3- or 7-way uneven split is not offered,
+nor accepted as a pin). A division is legal when every factor is, the product
+is at most the core count, at most one reduction dim is split (only a matmul's
+k: it adds a partial-sum reduction) and every tensor's per-core span is within
+the span limit (checked by the caller, which knows the tensors' layouts).
 
-The enumeration offers each dim its divisors (even parts) and, besides, the
-powers of two up to the core count (and the core count) that split it unevenly
-with every part non-empty: a dim of 769 sticks (Granite's vocabulary) has only
-1 and 769 as divisors, yet 32 parts of 25 sticks (the last 19) fit the span
-limit. Powers of two divide any power-of-two extent, so such shapes get exactly
-the candidates they had; other extents gain at most ``log2(cores) + 1`` factors
-per dim. Costs take the largest part (core 0's), which sets the op's time.
+Costs take the largest part (core 0's), which sets the op's time; bytes moved
+and written count every part as it is. The simulator (``hw.sim_slices``) slices
+the same way and accepts any factor that leaves no part empty.
 """
 
 from __future__ import annotations

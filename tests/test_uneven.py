@@ -126,3 +126,21 @@ def test_exact_backends_find_the_optimum_on_an_uneven_shape():
     for solve in (cpsat.solve, milp.solve):
         sol = solve(f, time_limit=20, seed=0)
         assert sol.objective == f.evaluate(sol.assignment) == best
+
+
+def test_tiled_loop_over_an_uneven_division():
+    """Tiles stay even (4 tiles x 2 parts of the 512 rows); the other dim splits unevenly inside the loop."""
+    g = so.Graph("loop")
+    x = g.input("x", (512, 256), "fp16")
+    h = g.matmul(x, g.weight("w", (256, 31 * 64)), name="mm")  # 31 sticks: 16 parts, 15 of 2 sticks, the last 1
+    g.output(g.pointwise("neg", g.pointwise("exp", h, name="e"), name="o"))
+    ops = {"mm": ("m", {"n": 16}), "e": ("d0", {"d1": 16}), "o": ("d0", {"d1": 16})}
+    pin = {n: {"tiling": {"dim": d, "tiles": 4}, "division": div} for n, (d, div) in ops.items()}
+    plan = so.solve(g, backend="greedy", seed=0, time_limit=10, pin=pin)
+    plan.validate()
+    (loop,) = plan.loops
+    assert loop.ops == ["mm", "e", "o"] and plan.op("mm").division["n"] == 16
+    assert so.simulate(plan).time_us > 0
+    np.testing.assert_allclose(so.execute(plan)["o"], reference(g)["o"], rtol=1e-4, atol=1e-5)
+    with pytest.raises(PlanError, match="'mm'"):  # a tiled dim keeps even tiles: 31 sticks make no 4 tiles
+        so.solve(g, backend="greedy", seed=0, time_limit=10, pin={"mm": {"tiling": {"dim": "n", "tiles": 4}}})

@@ -48,14 +48,17 @@ def _mm(m, k, n, dtype="fp16"):
     return g
 
 
-def test_factors_divide_the_stick_dim_in_sticks():
-    g = _mm(64, 64, 192)  # n = 192 fp16 = 3 sticks: n may split 1 or 3, never 2
+def test_factors_split_the_stick_dim_in_whole_sticks():
+    g = _mm(64, 64, 192)  # n = 192 fp16 = 3 sticks: 1, 3, or 2 uneven (2 + 1 sticks), never 4
     space = op_space(g, g.ops["mm"])
     divs = enumerate_divisions(space, (1, 64, 64), 32)
-    n_factors = {d.factors[1] for d in divs}
-    assert n_factors == {1, 3}
-    with pytest.raises(PlanError, match="does not divide"):
-        cands(g, "mm", fixed=((1, 2, 1), 1))
+    assert {d.factors[1] for d in divs} == {1, 2, 3}
+    assert [d.chunks[1] for d in divs if d.factors == (1, 2, 1)] == [128]
+    with pytest.raises(PlanError, match="factor 4 on dim n leaves a part empty"):
+        cands(g, "mm", fixed=((1, 4, 1), 1))
+    g5 = _mm(64, 64, 320)  # 5 sticks: 4 parts of 2 sticks use only 3 cores
+    with pytest.raises(PlanError, match="'mm': factor 4 on dim n leaves a part empty"):
+        cands(g5, "mm", fixed=((1, 4, 1), 1))
 
 
 def test_product_at_most_cores():

@@ -7,8 +7,9 @@ confirmed (the separate judge of MiniMalloc's validator):
 
 * an op iterates over its output dims (a matmul over batch dims, ``m``, ``n``
   and ``k``; a reduction over its input's dims), named as in the plan;
-* a factor splits its dim into equal blocks of whole units: a stick's worth of
-  elements on a dim some operand or the output is stuck on, else one element;
+* a factor ``f`` splits its dim of ``U`` whole units (a stick's worth of
+  elements on a dim some operand or the output is stuck on, else one element)
+  into blocks of ``ceil(U/f)`` units, the last one shorter; no block may be empty;
 * cores are numbered row-major over the factors; a core's block of every
   operand follows its iteration block (broadcast dims read their one element,
   views permute dims, a reshape split along dim 0 reads the rows that line up);
@@ -143,9 +144,10 @@ def slicing(g: Graph, op: Op, space: Space, factors: tuple[int, ...], stick: int
     chunks = []
     for d, e, u, f in zip(space.dims, space.extents, units, factors):
         blocks = -(-e // u)
-        if f < 1 or blocks % f:
-            raise PlanError(f"op {op.name!r}: factor {f} does not split dim {d} ({blocks} units of {u}) evenly")
-        chunks.append(blocks // f * u)
+        size = -(-blocks // f) if f >= 1 else 0
+        if size < 1 or -(-blocks // size) != f:
+            raise PlanError(f"op {op.name!r}: factor {f} on dim {d} ({blocks} units of {u}) leaves a block empty")
+        chunks.append(size * u)
     boxes = tuple(
         tuple((i * c, min((i + 1) * c, e)) for i, c, e in zip(core_index(factors, core), chunks, space.extents))
         for core in range(prod(factors))

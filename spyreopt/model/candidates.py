@@ -23,8 +23,11 @@ from spyreopt.errors import PlanError
 from spyreopt.model import memo
 from spyreopt.model.division import (
     Division,
+    chunk,
     enumerate_divisions,
+    fills,
     label,
+    largest,
     legal_factors,
     parse_label,
     project,
@@ -164,10 +167,15 @@ class OpCandidates:
         ):
             if red and not ok and f > 1:
                 raise PlanError(f"op {name!r}: division splits reduced dim {d} of a {self.op.kind}")
-            if f not in legal_factors(e, u):
-                what = f"{-(-e // u)} sticks" if u > 1 else f"{e} elements"
-                raise PlanError(f"op {name!r}: factor {f} on dim {d} does not divide its extent ({what})")
-        chunks = tuple((-(-e // u) // f) * u for e, u, f in zip(space.extents, units, factors))
+            what = f"{-(-e // u)} sticks" if u > 1 else f"{e} elements"
+            if not fills(e, u, f):
+                raise PlanError(f"op {name!r}: factor {f} on dim {d} leaves a part empty ({what} in {f} parts)")
+            if f not in legal_factors(e, u, self.hw.cores):
+                raise PlanError(
+                    f"op {name!r}: factor {f} on dim {d} does not divide its extent ({what}) and is not a power "
+                    f"of two up to the core count"
+                )
+        chunks = tuple(chunk(e, u, f) for e, u, f in zip(space.extents, units, factors))
         lay = self._layout(Division(tuple(factors), chunks), stick, required)
         if lay is None:
             raise PlanError(f"op {name!r}: division {named} gives a core a span above {self.hw.span_limit_bytes} bytes")
@@ -343,10 +351,10 @@ class OpCandidates:
         """(matmul, work per core, rows per core, transcendental, reduces along the stick): what
         ``analytic.compute_ns`` turns into time."""
         space = self.space
-        per_core = prod(-(-e // f) for e, f in zip(space.extents, div.factors))
+        part = largest(space, div)  # core 0's slice: the largest, which sets the op's time
+        per_core = prod(part)
         if self.op.kind == "matmul":
-            m_index = len(space.dims) - 3
-            return True, per_core, -(-space.extents[m_index] // div.factors[m_index]), False, False
+            return True, per_core, part[len(space.dims) - 3], False, False
         fn = self.op.attrs.get("fn", "copy")
         stick_reduce = self.op.kind == "reduce" and stick in self.op.attrs["dims"]
         return False, per_core, 1, fn in TRANSCENDENTAL and self.op.kind == "pointwise", stick_reduce

@@ -114,11 +114,13 @@ def tile_box(box: Box, dim: int, extent: int, tiles: int, t: int) -> Box:
 
 
 def _blocks(extents: tuple[int, ...], factors: tuple[int, ...], units: tuple[int, ...]) -> list[Box]:
-    """Every core's iteration block, cores row-major over the factors: each factor splits its dim into equal
-    blocks of whole units (a stick's worth of elements on a dim some tensor is stuck on), the last one clamped."""
+    """Every core's iteration block, cores row-major over the factors: each factor splits its dim into blocks
+    of ``ceil(units / f)`` whole units (a stick's worth of elements on a dim some tensor is stuck on), the last
+    one shorter (uneven) or clamped to the extent."""
     boxes: list[Box] = [()]
     for e, f, u in zip(extents, factors, units):
-        c = -(-e // u) // f * u
+        units = -(-e // u)
+        c = -(-units // f) * u
         boxes = [b + ((i * c, min((i + 1) * c, e)),) for b in boxes for i in range(f)]
     return boxes
 

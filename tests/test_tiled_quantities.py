@@ -77,3 +77,54 @@ def test_the_fixed_problem_prices_a_tiled_plan_as_the_planner_did():
     assert plan.loops and any(e.mode == "relayout" for e in plan.edges)  # tiles relaid out between the ops
     fp = fixed_problem(plan)
     assert abs(fp.total_ps(fp.normalize([0] * len(fp.ops))) * 1e-6 - plan.cost_us) < 1e-9
+
+
+def test_a_tiled_layout_moves_each_tile_in_its_own_dma_requests():
+    """A tile's blocks are the loop checker's ``tile_box`` of each core's block: where the cores also split
+    the tiled dim the runs are shorter, so writing (and reading) tile by tile takes more requests than the
+    untiled layout (the simulator charges each; the model had charged the untiled count, 5x fast on a
+    Llama attention loop's device-memory write)."""
+    from spyreopt.model.candidates import dma_requests
+    from spyreopt.model.loop_check import tile_box
+
+    p = _problem()
+    for i in (0, 1):
+        oc = p.cands[i]
+        out_dim = oc.space.output_map
+        shorter = 0
+        for lay in oc.layouts:
+            t = lay.tile
+            if t is None or t.accumulate:
+                continue
+            od = out_dim.index(t.dim)
+            want = sum(
+                dma_requests(tile_box(box, od, oc.out.shape[od], t.tiles, k), oc.out.shape, lay.stick, 2, p.hw)
+                for box in lay.owner_boxes.values()
+                for k in range(t.tiles)
+            )
+            assert lay.write_requests == want, (lay.division.factors, t)
+            base = oc.layouts[t.base]
+            assert lay.write_requests >= base.write_requests
+            shorter += lay.write_requests > base.write_requests
+        assert shorter  # some tiled layout splits its tiled dim over cores too
+
+
+def test_uneven_divisions_never_displace_the_even_candidates():
+    """Qwen2-0.5B's intermediate (76 sticks) gains uneven splits (8 and 16 ways); they come as extra
+    candidates, so the even loop the planner found without them (m:8 x n:4 over 8 tiles) stays reachable
+    and CP-SAT's optimum is no worse than that plan pinned."""
+    g = so.workloads.get("prefill_swiglu")
+    loop = {"dim": "m", "tiles": 8}
+    pin = {
+        "gate": {"division": {"m": 8, "n": 4}, "tiling": loop},
+        "up": {"division": {"m": 8, "n": 4}, "tiling": loop},
+        "silu": {"division": {"d0": 8, "d1": 4}, "tiling": {"dim": "d0", "tiles": 8}},
+        "glu": {"division": {"d0": 8, "d1": 4}, "tiling": {"dim": "d0", "tiles": 8}},
+        "down": {"division": {"m": 8, "n": 2, "k": 2}, "tiling": loop},
+    }
+    pinned = so.solve(g, backend="cpsat", seed=0, time_limit=20, pin=pin)
+    free = so.solve(g, backend="cpsat", seed=0, time_limit=20)
+    assert free.status == "optimal"
+    assert free.cost_us <= pinned.cost_us + 1e-9
+    oc = Problem(g).cands[0]
+    assert any(not oc.is_even(lay) for lay in oc.layouts) and any(oc.is_even(lay) for lay in oc.layouts)

@@ -44,7 +44,7 @@ from spyreopt.model.layout import (
     span_bytes,
 )
 from spyreopt.model.opspace import OpSpace, op_space
-from spyreopt.model.tiling_rules import Tile, rereads
+from spyreopt.model.tiling_rules import Tile, first_tile, invariant, rereads
 
 
 @dataclass(frozen=True)
@@ -227,28 +227,43 @@ class OpCandidates:
             if self.out.shape[stick] == 1 and stick != rank - 1:
                 continue
             required = self._required(stick)
-            divisions = enumerate_divisions(self.space, self._units(stick, required), self.hw.cores)
-            divisions.sort(key=lambda d: (-d.cores, round(self._compute_ns(d, stick), 6), d.factors))
-            group: list[Layout] = []
-            top = None
-            for div in divisions:
-                if top is not None and div.cores * 4 < top:
-                    break  # keep the largest core counts (within 4x of the best legal one)
-                lay = self._layout(div, stick, required)
-                if lay is not None:
-                    top = top or div.cores
-                    group.append(lay)
-            # two rankings, so both kinds of good layout survive: fastest alone with every operand
-            # read from device memory (replication counted), and fastest compute (best when operands are on chip)
-            by_alone = sorted(group, key=lambda lay: (round(self._isolated_ns(lay), 6), lay.division.factors))
-            by_compute = sorted(
-                group,
-                key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors),
-            )
-            chosen = by_alone[:max_layouts]
-            chosen += [lay for lay in by_compute[: max(max_layouts // 2, 1)] if lay not in chosen]
-            kept.extend(chosen)
+            units = self._units(stick, required)
+            divisions = enumerate_divisions(self.space, units, self.hw.cores)
+            even = [d for d in divisions if _even(d, self.space.extents, units)]
+            # uneven divisions are extra candidates with their own (smaller) quota: they never displace the
+            # even ones, so a shape that has good even divisions keeps every candidate it had without them
+            kept.extend(self._best(even, stick, required, max_layouts))
+            uneven = [d for d in divisions if not _even(d, self.space.extents, units)]
+            kept.extend(self._best(uneven, stick, required, max(max_layouts // 2, 1)))
         return kept
+
+    def is_even(self, lay: Layout) -> bool:
+        """The layout's division splits every dim into equal parts (no shorter last part)."""
+        return _even(lay.division, self.space.extents, self._units(lay.stick, lay.required))
+
+    def _best(self, divisions: list[Division], stick: int, required, max_layouts: int) -> list[Layout]:
+        """The layouts worth keeping among ``divisions``: the largest core counts (within 4x of the best
+        legal one), then the ``max_layouts`` fastest alone and the half as many fastest in compute."""
+        divisions = sorted(divisions, key=lambda d: (-d.cores, round(self._compute_ns(d, stick), 6), d.factors))
+        group: list[Layout] = []
+        top = None
+        for div in divisions:
+            if top is not None and div.cores * 4 < top:
+                break
+            lay = self._layout(div, stick, required)
+            if lay is not None:
+                top = top or div.cores
+                group.append(lay)
+        # two rankings, so both kinds of good layout survive: fastest alone with every operand
+        # read from device memory (replication counted), and fastest compute (best when operands are on chip)
+        by_alone = sorted(group, key=lambda lay: (round(self._isolated_ns(lay), 6), lay.division.factors))
+        by_compute = sorted(
+            group,
+            key=lambda lay: (round(lay.compute_ns + lay.psum_ns + lay.write_bytes / 1e4, 6), lay.division.factors),
+        )
+        chosen = by_alone[:max_layouts]
+        chosen += [lay for lay in by_compute[: max(max_layouts // 2, 1)] if lay not in chosen]
+        return chosen
 
     def _isolated_ns(self, lay: Layout) -> float:
         """The op's time with every operand read from device memory (replicated reads counted): a ranking key
@@ -390,8 +405,24 @@ class OpCandidates:
                 self._sizes[once] = (total, largest, requests)
             total, largest, requests = self._sizes[once]
             again = rereads(self.space, lay.tile, j)
+            if lay.tile is not None and not invariant(self.space, lay.tile, j):
+                requests = self._tile_requests(lay, j, base_stick)  # a tile's blocks: shorter runs, more requests
             self._sizes[key] = (total * again, largest, requests * again)
         return self._sizes[key]
+
+    def _tile_requests(self, lay: Layout, j: int, base_stick: int) -> int:
+        """DMA requests to read operand j one tile at a time: each core's block cut along the tiled dim."""
+        tile, ref = lay.tile, self.refs[j]
+        base = self.g.tensors[ref.base]
+        view_dim = self.space.operand_maps[j].index(tile.dim)
+        blocks = Counter(first_tile(b, ref.perm[view_dim], tile.tiles) for _, b in lay.reads[j])
+        per_tile = sum(dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) * n for b, n in blocks.items())
+        return per_tile * tile.tiles
+
+
+def _even(div: Division, extents: tuple[int, ...], units: tuple[int, ...]) -> bool:
+    """Every factor divides its dim's whole units: all parts equal."""
+    return all(-(-e // u) % f == 0 for e, u, f in zip(extents, units, div.factors))
 
 
 def dma_requests(

@@ -32,10 +32,10 @@ import numpy as np
 from spyreopt.costmodel import loops as cl
 from spyreopt.errors import PlanError
 from spyreopt.model import memo
-from spyreopt.model.candidates import Layout, OpCandidates, op_signature, resolve
+from spyreopt.model.candidates import Layout, OpCandidates, dma_requests, op_signature, resolve
 from spyreopt.model.formulation import Edge
 from spyreopt.model.plan import LoopPlan
-from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, tile_reason
+from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, first_tile, tile_reason
 
 KEEP_PER_TILING = 4  # tiled layouts kept per (dim, tile count, staged) besides the aligned ones, fastest alone
 # first: a loop's best division is often not an op's fastest (a partial sum that fits only inside the loop, a
@@ -119,9 +119,22 @@ def _new_tiled(oc: OpCandidates, lay: Layout, base: int, dim: int, tiles: int, s
         lay,
         compute_ns=compute,
         psum_ns=overhead,
+        write_requests=lay.write_requests if acc else _tile_write_requests(oc, lay, dim, tiles),
         footprint=tile + sum(b for _, b in held),  # the stream (so the overlap) is the untiled one: double buffered
         tile=Tile(dim, tiles, base, acc, staged, tile, held),
     )
+
+
+def _tile_write_requests(oc: OpCandidates, lay: Layout, dim: int, tiles: int) -> int:
+    """DMA requests to write the output one tile at a time: each owner's block cut along the tiled dim
+    (shorter runs than the untiled write whenever the cores split that dim too)."""
+    out_dim = oc.space.output_map.index(dim)
+    out = oc.out
+    per_tile = sum(
+        dma_requests(first_tile(box, out_dim, tiles), out.shape, lay.stick, out.elem_bytes, oc.hw)
+        for box in lay.owner_boxes.values()
+    )
+    return per_tile * tiles
 
 
 # ---- which ops tile, and over what -------------------------------------------------------------
@@ -246,7 +259,12 @@ def _tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, .
                     and lay.tile.staged_bytes <= oc.hw.planner_lx_bytes
                 ]
                 found.sort(key=lambda x: (round(oc._isolated_ns(x[1]), 6), x[1].division.factors, x[1].stick))
-                out.extend(lay for k, (pure, lay) in enumerate(found) if pure or k < KEEP_PER_TILING)
+                # uneven divisions have their own quota, as in the enumeration: they never displace even ones
+                for keep, group in (
+                    (KEEP_PER_TILING, [x for x in found if oc.is_even(x[1])]),
+                    (KEEP_PER_TILING // 2, [x for x in found if not oc.is_even(x[1])]),
+                ):
+                    out.extend(lay for k, (pure, lay) in enumerate(group) if pure or k < keep)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spyreopt.model.layout import Box
 from spyreopt.model.opspace import OpSpace
 
 TILE_COUNTS = (2, 4, 8, 16, 32, 64)  # powers of two up to a cap: enough range, few candidates
@@ -32,6 +33,13 @@ class Tile:
 def invariant(space: OpSpace, tile: Tile, j: int) -> bool:
     """Operand j does not vary with the tile: every iteration reads all of it (or it is staged)."""
     return tile.dim not in space.operand_maps[j]
+
+
+def first_tile(box: Box, dim: int, tiles: int) -> Box:
+    """A core's block in tile 0 along ``dim`` (tiles are equal, whole-stick blocks, so every tile's block is
+    this one shifted: same runs, same DMA requests)."""
+    lo, hi = box[dim]
+    return box[:dim] + ((lo // tiles, hi // tiles),) + box[dim + 1 :]
 
 
 def rereads(space: OpSpace, tile: Tile | None, j: int) -> int:

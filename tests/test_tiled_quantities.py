@@ -128,3 +128,33 @@ def test_uneven_divisions_never_displace_the_even_candidates():
     assert free.cost_us <= pinned.cost_us + 1e-9
     oc = Problem(g).cands[0]
     assert any(not oc.is_even(lay) for lay in oc.layouts) and any(oc.is_even(lay) for lay in oc.layouts)
+
+
+def test_a_loop_stages_only_operands_whose_stick_it_knows():
+    """A staged operand is kept in the stick it is read in; another op's output read in any stick is stored
+    in its producer's choice, which a layout cannot see, so its kept size would be a guess (a Llama-3-8B
+    RMSNorm loop staged ``rsqrt`` at 16,384 bytes a core where the checker found 256: the stitched plan of
+    ``spyreopt solve model:llama-3-8b --seq 4096`` was rejected). Such a tiling is not offered, and a pin
+    asking for it is a PlanError naming the tensor."""
+    import pytest
+
+    from spyreopt.errors import PlanError
+    from spyreopt.model.tiling import checked_tiled_layout, invariant_operands
+
+    g = so.models.preset("llama-3-8b", phase="prefill", seq=4096, layers=1)
+    p = Problem(g)
+    staged_seen = 0
+    for oc in p.cands:
+        for lay in oc.layouts:
+            t = lay.tile
+            if t is None or not t.staged:
+                continue
+            staged_seen += 1
+            for j in invariant_operands(oc, t.dim):
+                assert lay.required[j] is not None or g.tensors[oc.refs[j].base].producer is None, oc.op.name
+    assert staged_seen
+    oc = next(c for c in p.cands if c.op.name == "l0.attn_norm.norm")
+    d1 = oc.space.dims.index("d1")
+    base = next(b for b, lay in enumerate(oc.layouts) if lay.tile is None and lay.required[1] is None)
+    with pytest.raises(PlanError, match="l0.attn_norm.rsqrt"):
+        checked_tiled_layout(oc, base, d1, 32, staged=True)

@@ -50,7 +50,7 @@ def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool
     lay = oc.layouts[base]
     if tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles):
         return None
-    if staged and not invariant_operands(oc, dim):
+    if staged and (not invariant_operands(oc, dim) or _unsized_stage(oc, lay, dim)):
         return None
     return _tiled(oc, lay, base, dim, tiles, staged)
 
@@ -61,6 +61,8 @@ def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, stag
     why = tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles)
     if staged and not invariant_operands(oc, dim):
         why = "no operand is the same for every tile: nothing to stage"
+    elif staged and _unsized_stage(oc, lay, dim):
+        why = f"{_unsized_stage(oc, lay, dim)!r} is stored in the stick its producer chooses: its kept slices have no size"
     if why:
         raise PlanError(f"op {oc.op.name!r}: {tiles} tiles of dim {oc.space.dims[dim]}: {why}")
     return _tiled(oc, lay, base, dim, tiles, staged)
@@ -69,6 +71,17 @@ def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, stag
 def invariant_operands(oc: OpCandidates, dim: int) -> list[int]:
     """Operands without the tiled dim: the same for every tile."""
     return [j for j, m in enumerate(oc.space.operand_maps) if dim not in m]
+
+
+def _unsized_stage(oc: OpCandidates, lay: Layout, dim: int) -> str | None:
+    """An operand to stage that is another op's output read in any stick: the stick it is stored (so kept)
+    in is its producer's decision, unknown to this layout, so the footprint could not be exact. None if
+    every one is a graph input (stored stick-last) or read in a required stick."""
+    for j in invariant_operands(oc, dim):
+        base = oc.refs[j].base
+        if lay.required[j] is None and oc.g.tensors[base].producer is not None:
+            return base
+    return None
 
 
 def staged_tensors_of(oc: OpCandidates, dim: int) -> list[str]:

@@ -21,10 +21,12 @@ from spyreopt.model.tiling import KEEP_PER_TILING
 
 def candidate_scope(problem: Problem) -> str:
     """The set of plans an "optimal" or a bound is about, in words (appended to such a plan's message)."""
+    n, half = problem.max_layouts, max(problem.max_layouts // 2, 1)  # even and uneven quotas (``OpCandidates``)
     return (
         "optimal and bound over the enumerated candidates: per op and output stick dim, the "
-        f"{problem.max_layouts} divisions fastest alone and the {max(problem.max_layouts // 2, 1)} fastest in compute, "
-        "among those using at least a quarter of the most cores a legal division can use; stick on the last "
+        f"{n} even divisions fastest alone and the {half} fastest in compute, and the {half} uneven ones (a shorter "
+        f"last part) fastest alone and the {max(half // 2, 1)} fastest in compute, each among those using at least "
+        "a quarter of the most cores a legal division of its kind can use; stick on the last "
         "dim (or the second-to-last for pointwise ops and reductions)" + _tiling_scope(problem)
     )
 
@@ -37,7 +39,8 @@ def _tiling_scope(problem: Problem) -> str:
     return (
         f"; tiled loops over {counts} tiles only around intermediates over half a scratchpad per core split evenly "
         "or over a whole one in their producing matmul's fastest layout, per (dim, count, staged) the "
-        f"{KEEP_PER_TILING} layouts fastest alone and those with every core on one dim"
+        f"{KEEP_PER_TILING} even and {KEEP_PER_TILING // 2} uneven layouts fastest alone and those with every core "
+        "on one dim"
     )
 
 

@@ -229,11 +229,13 @@ class OpCandidates:
             required = self._required(stick)
             units = self._units(stick, required)
             divisions = enumerate_divisions(self.space, units, self.hw.cores)
-            even = [d for d in divisions if _even(d, self.space.extents, units)]
+            split = {True: [], False: []}
+            for d in divisions:
+                split[_even(d, self.space.extents, units)].append(d)
             # uneven divisions are extra candidates with their own (smaller) quota: they never displace the
             # even ones, so a shape that has good even divisions keeps every candidate it had without them
+            even, uneven = split[True], split[False]
             kept.extend(self._best(even, stick, required, max_layouts))
-            uneven = [d for d in divisions if not _even(d, self.space.extents, units)]
             kept.extend(self._best(uneven, stick, required, max(max_layouts // 2, 1)))
         return kept
 

@@ -61,8 +61,8 @@ def checked_tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, stag
     why = tile_reason(oc.space, oc.op.kind, lay.division.factors, oc._units(lay.stick, lay.required), dim, tiles)
     if staged and not invariant_operands(oc, dim):
         why = "no operand is the same for every tile: nothing to stage"
-    elif staged and _unsized_stage(oc, lay, dim):
-        why = f"{_unsized_stage(oc, lay, dim)!r} is stored in the stick its producer chooses: its kept slices have no size"
+    elif staged and (unsized := _unsized_stage(oc, lay, dim)):
+        why = f"{unsized!r} is stored in the stick its producer chooses: its kept slices have no size"
     if why:
         raise PlanError(f"op {oc.op.name!r}: {tiles} tiles of dim {oc.space.dims[dim]}: {why}")
     return _tiled(oc, lay, base, dim, tiles, staged)

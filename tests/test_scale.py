@@ -121,25 +121,29 @@ class SlowClock:
         return self.start + self.factor * (self.real() - self.start)
 
 
-@pytest.mark.parametrize("graph", ["model", "transformer_block"])
-def test_auto_gives_the_same_plan_on_a_slower_clock(graph, monkeypatch):
-    """The stages stop on deterministic budgets: a clock running 1.5x fast changes no decision."""
+@pytest.mark.parametrize(("graph", "limit"), [("model", 20), ("transformer_block", 10)])
+def test_auto_gives_the_same_plan_on_a_slower_clock(graph, limit, monkeypatch):
+    """The stages stop on deterministic budgets: a clock running 1.5x fast changes no decision.
+
+    The limits leave room for a slower machine on top: measured here, neither run is cut up to a clock 2.5x fast."""
     g = preset("tiny", phase="prefill", layers=3) if graph == "model" else so.workloads.get(graph)
-    plan = so.solve(g, time_limit=10, seed=0)
+    plan = so.solve(g, time_limit=limit, seed=0)
     assert not plan.stats["timing"]["auto"]["budget_cut"]
     monkeypatch.setattr(time, "perf_counter", SlowClock(1.5))
-    again = so.solve(g, time_limit=10, seed=0)
+    again = so.solve(g, time_limit=limit, seed=0)
     assert not again.stats["timing"]["auto"]["budget_cut"]
     assert again.to_json() == plan.to_json()
 
 
 def test_phase_benchmark_reports_every_phase():
-    (row,) = phases.run([("tiny", "prefill", 64)], time_limit=5)
-    assert row["ops"] > 50 and row["cost_us"] > 0 and not row["budget_cut"]
+    """What the benchmark reports, not how fast: whether a stage was cut depends on the machine (CI once cut one)."""
+    (row,) = phases.run([("tiny", "prefill", 64)], time_limit=10)
+    assert row["ops"] > 50 and row["cost_us"] > 0 and isinstance(row["budget_cut"], bool)
     assert {"split", "build", "stitch"} <= set(row["phases"]) and row["stages"]
     assert all(s["seconds"] >= 0 and "backend" in s for s in row["stages"])
     text = phases.markdown([row])
     assert "tiny prefill seq 64" in text and "| stitch |" in text
+    assert f"| {'yes' if row['budget_cut'] else 'no'} |" in text
 
 
 @pytest.mark.slow

@@ -152,6 +152,21 @@ def test_no_donor_for_a_graph_output_a_reduction_or_a_later_reader():
     assert found == {("y", "w")}
 
 
+def test_a_writer_whose_buffer_is_widened_over_a_loop_takes_no_donor():
+    """Found on a Qwen2-1.5B layer at 1,000 tokens: scale_scores may hold a staged operand across a loop, so its
+    buffer starts at scores' step, beside scores' own; writing over scores then overlapped it, and anneal's
+    plan failed the formulation's check ("overlap in address while both live")."""
+    from spyreopt.model.tiling import node_interval
+    from spyreopt.models import decoder
+
+    problem = so.Problem(decoder(1, 1536, 12, 2, 8960, 1000, name="qwen_layer"))
+    widened = {problem.ops[v].name for v in range(len(problem.ops)) if node_interval(problem, v)[0] < v}
+    assert "l0.scale_scores" in widened  # the case is still there
+    found = donors(problem)
+    assert found and all(node_interval(problem, d.consumer)[0] == d.consumer for d in found)
+    assert "l0.scale_scores" not in {problem.ops[d.consumer].name for d in found}
+
+
 # ---- the checker and the simulator reject what is not a legal in-place write ---------------------------
 def test_checker_and_simulator_reject_an_illegal_in_place_write(softmax_plans):
     plan = softmax_plans["c"]

@@ -125,8 +125,8 @@ def donors(problem) -> list[Donor]:
     staged = {(st.tensor, st.last): s for s, st in enumerate(problem.stages)}
     out = []
     for v, op in enumerate(problem.ops):
-        if op.kind != "pointwise":
-            continue
+        if op.kind != "pointwise" or node_interval(problem, v)[0] < v:
+            continue  # a buffer widened back over its loop (``tiling.node_interval``) is live beside its donor's
         for j0, x in enumerate(op.inputs):
             base = resolve(problem.graph, x).base
             js = [j for j, y in enumerate(op.inputs) if resolve(problem.graph, y).base == base]

@@ -24,6 +24,7 @@ from spyreopt.model.tiling import (
     node_interval,
     output_footprints,
     staged_tensors_of,
+    tile_counts,
     tiled_layout,
 )
 from spyreopt.model.tiling_rules import Tile, tile_reason
@@ -365,3 +366,24 @@ def test_a_loop_can_take_layouts_other_than_each_ops_fastest_alone():
     untiled = {op.name: op.division for op in flat.ops}
     assert any(op.division != untiled[op.name] for op in tiled.ops if op.loop is not None)
     tiled.validate()
+
+
+def _tile_counts(g: so.Graph) -> tuple[int, ...]:
+    p = Problem(g, tiling=False)
+    return tile_counts(g, p.ops, p.hw, output_footprints(g, p.ops, p.hw, p.coef))
+
+
+def test_tile_counts_reach_a_tensor_no_power_of_two_in_range_divides():
+    """Scores of 8 x 4 heads over 1,000 tokens: 1,000 is 8 x 125, so no count from 16 up tiles them; divisors of
+    1,000 near the need are searched instead. Where a power of two divides, only powers of two are."""
+    from spyreopt.models import decoder
+
+    assert _tile_counts(so.workloads.get("long_attention")) == (8, 16, 32)  # 1,536 = 3 x 512 rows
+    layer = decoder(1, 2048, 32, 8, 8192, 1000, name="layer")
+    counts = _tile_counts(layer)
+    extra = [t for t in counts if t & (t - 1)]
+    assert extra and all(1000 % t == 0 for t in extra) and min(counts) >= 16
+    plan = so.solve(layer, backend="greedy", time_limit=10, seed=0)
+    plan.validate()
+    assert any(lp.tiles in extra for lp in plan.loops)
+    assert plan.cost_us < so.solve(layer, backend="greedy", time_limit=10, seed=0, forbid=("tiling",)).cost_us

@@ -26,6 +26,7 @@ inner edge on chip and every edge in or out through device memory.
 from __future__ import annotations
 
 from dataclasses import replace
+from math import log2
 
 import numpy as np
 
@@ -42,6 +43,7 @@ KEEP_PER_TILING = 4  # tiled layouts kept per (dim, tile count, staged) besides 
 # division its neighbours can pass tiles to); one per tiling found no loop on a Llama-3-8B MLP, four does
 LARGE_FRACTION = 0.5  # an intermediate is large when, split over every core, it takes more than this much
 TILE_TARGET = 0.25  # the tile counts searched centre on one tile of a large intermediate taking this much
+EXTRA_COUNTS = 2  # tile counts searched besides the powers of two: divisors of extents that are not powers of two
 
 
 def tiled_layout(oc: OpCandidates, base: int, dim: int, tiles: int, staged: bool = False) -> Layout | None:
@@ -227,11 +229,25 @@ def tiling_scope(graph, ops, hw, refs, sizes: dict[str, int]) -> dict[int, tuple
 def tile_counts(graph, ops, hw, sizes: dict[str, int]) -> tuple[int, ...]:
     """The tile counts searched: around the count that brings one tile of the largest intermediate (as its
     producer's fastest layout keeps it) to ``TILE_TARGET`` of the scratchpad (a few powers of two, so the
-    candidate count stays small)."""
+    candidate count stays small).
+
+    Tiles must divide their extent, so a large tensor none of whose dims a power of two in that range divides
+    (scores of 8 x 4 heads over 1,000 tokens) gets no loop from them: then the ``EXTRA_COUNTS`` divisors of
+    its dims in range nearest the need are searched too (20 and 25 for 1,000 rows). Only then: more counts
+    are more candidates, and greedy's windows found worse loops among them on the 1,536-token attention."""
     large = large_tensors(graph, ops, hw, sizes)
     per_core = max((sizes[t] for t in large), default=0)
     need = next((t for t in TILE_COUNTS if per_core / t <= TILE_TARGET * hw.planner_lx_bytes), TILE_COUNTS[-1])
-    return tuple(t for t in TILE_COUNTS if need // 2 <= t <= need * 2)
+    lo, hi = need // 2, min(need * 2, TILE_COUNTS[-1])
+    powers = [t for t in TILE_COUNTS if lo <= t <= hi]
+    exact = per_core / (TILE_TARGET * hw.planner_lx_bytes)
+    shapes = [graph.tensors[t].shape for t in sorted(large)]
+    extents = sorted({e for shape in shapes if not any(e % t == 0 for e in shape for t in powers) for e in shape})
+    others = sorted(
+        {d for e in extents for d in range(max(lo, 3), hi + 1) if e % d == 0 and d & (d - 1)},
+        key=lambda d: (abs(log2(d / max(exact, 1.0))), d),
+    )
+    return tuple(sorted(powers + others[:EXTRA_COUNTS]))
 
 
 def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:

@@ -66,6 +66,32 @@ def test_every_backend_through_the_chain_is_exact(backend):
     assert checked >= 8
 
 
+def test_an_invalid_plan_from_a_backend_is_blamed_on_the_backend(monkeypatch):
+    """The chain checks the inverted plan; when the backend's plan is already invalid in the reduced
+    formulation, the error says so instead of suspecting the reductions."""
+    import sys
+    import types
+
+    from spyreopt.errors import SolverError
+    from spyreopt.model.formulation import Solution
+    from spyreopt.solvers import registry
+
+    f = random_formulation(3, num_nodes=12, max_candidates=4, tight=0.3)
+    assert f.usage_limit is not None
+
+    def solve(g, **kw):  # every node's largest-usage candidate: over the usage limit
+        a = tuple(int(np.argmax(n.usages)) for n in g.nodes)
+        assert g.violations(a)
+        return Solution(a, {}, "feasible", g.evaluate(a))
+
+    broken = types.ModuleType("broken_backend")
+    broken.solve = solve
+    monkeypatch.setitem(sys.modules, "broken_backend", broken)
+    monkeypatch.setitem(registry.BACKENDS, "broken", "broken_backend")
+    with pytest.raises(SolverError, match=r"broken's own plan is invalid \(backend bug\)"):
+        solve_formulation(f, "broken", time_limit=5, seed=0)
+
+
 @pytest.mark.parametrize("backend", EXACT)
 def test_placement_same_optimum_with_and_without_presolve(backend):
     for seed in range(4):

@@ -158,7 +158,10 @@ def _invert(f, red: Reduction, backend: str, inner: Solution, incumbent, stats: 
     offsets = red.expand_offsets(inner.offsets) if f.placement else {}
     bad = f.violations(a, offsets if f.placement else None)
     if bad:
-        raise SolverError(f"{backend}: the inverted plan is invalid in {f.name} (reduction bug): {bad[:3]}")
+        g = red.formulation
+        own = g.violations(inner.assignment, inner.offsets if g.placement else None)
+        culprit = f"{backend}'s own plan is invalid (backend bug)" if own else "the inverted plan is invalid (reduction bug)"
+        raise SolverError(f"{backend}: {culprit} in {f.name}: {(own or bad)[:3]}")
     objective = f.evaluate(a)
     reduced = red.formulation.evaluate(inner.assignment)
     if objective != reduced:

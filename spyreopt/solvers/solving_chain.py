@@ -160,7 +160,9 @@ def _invert(f, red: Reduction, backend: str, inner: Solution, incumbent, stats: 
     if bad:
         g = red.formulation
         own = g.violations(inner.assignment, inner.offsets if g.placement else None)
-        culprit = f"{backend}'s own plan is invalid (backend bug)" if own else "the inverted plan is invalid (reduction bug)"
+        culprit = (
+            f"{backend}'s own plan is invalid (backend bug)" if own else "the inverted plan is invalid (reduction bug)"
+        )
         raise SolverError(f"{backend}: {culprit} in {f.name}: {(own or bad)[:3]}")
     objective = f.evaluate(a)
     reduced = red.formulation.evaluate(inner.assignment)

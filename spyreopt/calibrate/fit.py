@@ -114,8 +114,7 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
     leaf = effective_leaf(problem, i, cand.stage)  # an input read from its kept slices is no device read
     lay = oc.layouts[li]
     lq = problem.layout_quantities(i) if leaf == problem.leaf[i] else layout_quantities(oc, leaf)
-    relaid = [v for v, ps in edge_costs(problem, a).items() if v == i and ps]
-    if relaid:
+    if edge_costs(problem, a).get(i):
         raise ValueError(f"fit: op {problem.ops[i].name!r} relayouts a staged input, which no fit term holds")
     matmul, work, rows, trans, sred = oc.compute_terms(lay.division, lay.stick)
     t = dict.fromkeys(

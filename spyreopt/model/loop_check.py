@@ -119,8 +119,8 @@ def _blocks(extents: tuple[int, ...], factors: tuple[int, ...], units: tuple[int
     one shorter (uneven) or clamped to the extent."""
     boxes: list[Box] = [()]
     for e, f, u in zip(extents, factors, units):
-        units = -(-e // u)
-        c = -(-units // f) * u
+        whole = -(-e // u)  # the dim's whole units
+        c = -(-whole // f) * u
         boxes = [b + ((i * c, min((i + 1) * c, e)),) for b in boxes for i in range(f)]
     return boxes
 

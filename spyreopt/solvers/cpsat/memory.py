@@ -150,7 +150,10 @@ def _shared_addresses(m, f, red, x, addresses, fixed, presence) -> None:
         donor = addr(e.tail)
         tail = addr(("edge", k))
         if tail is not None:
-            for present in presence.get(("edge", k), ()):
+            # a tail kept at its address in an LNS window has both nodes kept, so it is present; its donor
+            # may still move (live during the window): the equality holds unconditionally
+            kept = [1] if ("edge", k) in fixed and ("edge", k) not in presence else []
+            for present in presence.get(("edge", k), kept):
                 same(tail, donor, [present])
         out = addr(("node", e.v))
         if e.alias is None or out is None:

@@ -1,0 +1,128 @@
+"""spyreopt as a drop-in planner for torch-spyre's scratchpad co-optimiser problems.
+
+``solve_graph`` compiles a capture graph into the Formulation (``formats.torch_spyre_model``), solves it
+with any backend through the one presolve chain (the capture's own answer, when valid at this capacity,
+is the incumbent, so ours is never worse), turns the plan back into torch-spyre's answers and has the
+independent judge (``formats.torch_spyre_judge``) check them: an answer the judge rejects is a bug and
+raises. ``status`` is "optimal" only when an exact backend proved it, and then over this capture's
+division menus, at this capacity, with addresses included (the exact backends place buffers in the
+model itself: CP-SAT in a NoOverlap2D, the MILP by proven placement cuts).
+
+``reference_capacity`` is the smallest capacity at which a graph's own answer is valid.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from spyreopt.errors import InfeasibleError, SolverError
+from spyreopt.formats.torch_spyre import Answer, CaptureGraph
+from spyreopt.formats.torch_spyre_judge import Verdict, judge
+from spyreopt.formats.torch_spyre_model import answers as decode
+from spyreopt.formats.torch_spyre_model import build, cores, encode, spill_all
+from spyreopt.model.formulation import Solution
+from spyreopt.solvers.registry import solve_formulation
+
+DEFAULT_BACKEND = "cpsat"
+DEFAULT_TIME_LIMIT = 1.0  # seconds per graph
+ANNEAL_SHARE = 0.3  # of the default method's time: annealing from scratch before the exact search
+EXACT_SHARE = 0.7  # of the time left that the exact search is given (its presolve LP can overrun its share)
+
+
+@dataclass(frozen=True)
+class GraphResult:
+    graph: CaptureGraph
+    capacity: int
+    answers: tuple[Answer, ...]
+    verdict: Verdict  # the judge's, on our answers
+    status: str  # optimal | feasible | timeout
+    bound: int | None  # a proven lower bound on the objective (spill bytes, or the time objective)
+    objective: int  # the backend's objective value (spill bytes for "spill")
+    seconds: float
+    backend: str
+    source: str  # where the answer came from: the backend, or the reference when it was not beaten
+    over: str  # what "optimal" is a statement about
+
+    @property
+    def cores(self) -> int:
+        return sum(cores(b, a.division) for b, a in zip(self.graph.buffers, self.answers))
+
+
+def reference_capacity(graph: CaptureGraph) -> int | None:
+    """The smallest capacity at which the graph's reference answer is valid (None without one)."""
+    if graph.reference is None:
+        return None
+    return judge(graph, graph.reference, None).height
+
+
+def _checked(f, sol: Solution | None) -> Solution | None:
+    """``sol`` when it is a valid plan of ``f`` (priced by ``f``), else None."""
+    if sol is None or len(sol.assignment) != len(f.nodes) or f.violations(sol.assignment, sol.offsets):
+        return None
+    return Solution(tuple(sol.assignment), dict(sol.offsets), "feasible", f.evaluate(sol.assignment))
+
+
+def _objective(sol: Solution | None) -> float:
+    return float("inf") if sol is None else sol.objective
+
+
+def solve_graph(
+    graph: CaptureGraph,
+    capacity: int,
+    *,
+    backend: str | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    seed: int = 0,
+    objective: str = "spill",
+    use_reference: bool = True,
+) -> GraphResult:
+    """Plan one graph at ``capacity`` bytes; the answers are judged before they are returned."""
+    start = time.perf_counter()
+    model = build(graph, capacity, objective)
+    f = model.formulation
+    starts = {"all off chip": spill_all(model)}  # always valid: nothing resident, so no gate, no address
+    if use_reference and graph.reference is not None:
+        ref = _checked(f, encode(model, graph.reference))
+        if ref is not None:
+            starts["reference"] = ref
+    name = backend or DEFAULT_BACKEND
+    if backend is None:  # the default method: anneal from the best start, then the exact search
+        try:
+            quick = solve_formulation(f, "anneal", time_limit=ANNEAL_SHARE * time_limit, seed=seed, presolve=False)
+            starts["anneal"] = _checked(f, quick)
+        except (InfeasibleError, SolverError):
+            pass  # the other starts stand
+    origin, hint = min(((k, s) for k, s in starts.items() if s is not None), key=lambda kv: _objective(kv[1]))
+    left = max(time_limit - (time.perf_counter() - start), 0.05)
+    if backend is None:
+        left *= EXACT_SHARE  # the chain's LP can overrun its share: keep the whole within the limit
+    try:
+        sol = solve_formulation(f, name, time_limit=left, seed=seed, hint=hint)
+    except InfeasibleError as exc:  # a heuristic backend gave up: the checked start stands, and says so
+        sol = Solution(hint.assignment, hint.offsets, "feasible", hint.objective, message=f"{name}: {exc}")
+    ours = tuple(decode(model, sol))
+    verdict = judge(graph, ours, model.capacity)
+    if not verdict.valid:
+        raise SolverError(f"{graph.label}: {name}'s answer breaks a rule (a bug): {verdict.message}")
+    if objective == "spill" and verdict.spill != sol.objective:
+        raise SolverError(
+            f"{graph.label}: the judge prices the answer at {verdict.spill}, the model at {sol.objective}"
+        )
+    source = origin if tuple(sol.assignment) == hint.assignment else name
+    over = f"the capture's division menus at {model.capacity} bytes, addresses included"
+    if model.restricted:
+        over += f", without the in-place shares {', '.join(model.restricted)}"
+    return GraphResult(
+        graph,
+        model.capacity,
+        ours,
+        verdict,
+        sol.status if sol.status in ("optimal", "timeout") else "feasible",
+        sol.bound,
+        int(sol.objective),
+        time.perf_counter() - start,
+        name,
+        source,
+        over,
+    )

@@ -21,6 +21,10 @@ COMMANDS = {
     "simulate": ("simulate", "simulate a plan JSON and print total and per-op simulated microseconds"),
     "place": ("place", "assign scratchpad offsets to buffers (MiniMalloc CSV)"),
     "iopddl": ("iopddl", "solve an IOPDDL contest instance (JSON or JSON.gz)"),
+    "torch-spyre": (
+        "torch_spyre",
+        "solve torch-spyre co-optimiser captures (JSON), judge ours and the capture's answer per graph",
+    ),
     "bench": ("bench", "benchmark backends against baselines, bounds and published results"),
     "cache": ("cache", "plan cache: show statistics or clear it"),
     "sweep": ("sweep", "plan workloads over hardware variants and backends; write one results table"),

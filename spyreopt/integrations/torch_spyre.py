@@ -111,14 +111,16 @@ def solve_graph(
         )
     source = origin if tuple(sol.assignment) == hint.assignment else name
     over = f"the capture's division menus at {model.capacity} bytes, addresses included"
-    if model.restricted:
-        over += f", without the in-place shares {', '.join(model.restricted)}"
+    status = sol.status if sol.status in ("optimal", "timeout") else "feasible"
+    if model.restricted:  # proven only over a model without some shares: not a statement about the capture
+        over += f"; optimal only without the in-place shares {', '.join(model.restricted)}"
+        status = "feasible" if status == "optimal" else status
     return GraphResult(
         graph,
         model.capacity,
         ours,
         verdict,
-        sol.status if sol.status in ("optimal", "timeout") else "feasible",
+        status,
         sol.bound,
         int(sol.objective),
         time.perf_counter() - start,

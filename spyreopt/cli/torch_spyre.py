@@ -55,6 +55,7 @@ def _capacity(text: str) -> int | None:
 def run(args: argparse.Namespace) -> int:
     from spyreopt.formats.torch_spyre import PLANNING_SHARE, read_captures, write_solved
     from spyreopt.formats.torch_spyre_judge import judge
+    from spyreopt.formats.torch_spyre_time import predict
     from spyreopt.integrations.torch_spyre import reference_capacity, solve_graph
 
     start = time.perf_counter()
@@ -76,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
               f"{r.status:<9} {r.seconds:>6.2f}")  # fmt: skip
         if theirs is not None and not theirs.valid:
             print(f"    reference breaks {theirs.message}")
+        if args.objective == "time":
+            t_ours, c_ours = predict(g, r.answers)
+            t_ref = "" if theirs is None else "reference {:.2f} us ({} cores), ".format(*predict(g, g.reference))
+            print(f"    predicted spill time: {t_ref}ours {t_ours:.2f} us ({c_ours} cores)")
         if r.verdict.unknown_size:
             print(f"    size unknown (-1), pinned off chip at no cost: {', '.join(r.verdict.unknown_size)}")
         ok = ok and r.verdict.valid

@@ -40,7 +40,7 @@ def sweep(graph: CaptureGraph, *, points: int = 12, backend=None, time_limit: fl
     caps |= {_stick(lo * (hi / lo) ** (k / (points - 1))) for k in range(points)}
     rows = {c: _row(graph, c, ref_cap, theirs, backend, time_limit, seed) for c in sorted(caps)}
     if theirs is not None:
-        match = _smallest_matching(graph, theirs, lo, ref_cap, backend, time_limit, seed, rows)
+        match = smallest_matching(graph, theirs, lo, ref_cap, backend, time_limit, seed, rows)
         if match is not None:
             rows[match] = SweepRow(**{**rows[match].__dict__, "note": "smallest capacity matching the reference"})
     return [rows[c] for c in sorted(rows)]
@@ -57,7 +57,7 @@ def _row(graph, cap, ref_cap, theirs, backend, time_limit, seed) -> SweepRow:
     return SweepRow(cap, r.verdict.spill, r.status, r.seconds, ref, note)
 
 
-def _smallest_matching(graph, theirs, lo, ref_cap, backend, time_limit, seed, rows) -> int | None:
+def smallest_matching(graph, theirs, lo, ref_cap, backend, time_limit, seed, rows) -> int | None:
     """Smallest capacity (whole sticks) at which our spill is at most the reference's, by bisection."""
     if ref_cap is None:
         return None

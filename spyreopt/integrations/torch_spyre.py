@@ -26,8 +26,8 @@ from spyreopt.solvers.registry import solve_formulation
 
 DEFAULT_BACKEND = "cpsat"
 DEFAULT_TIME_LIMIT = 1.0  # seconds per graph
-ANNEAL_SHARE = 0.3  # of the default method's time: annealing from scratch before the exact search
-EXACT_SHARE = 0.6  # of the time left that the exact search is given (its presolve LP can overrun its share)
+ANNEAL_SHARE = 0.45  # of the default method's time: annealing from scratch before the exact search
+EXACT_SHARE = 0.5  # of the time left that the exact search is given (its presolve LP can overrun its share)
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,8 @@ def plot(graph: CaptureGraph, rows: list[SweepRow], path: str) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     caps = [r.capacity / 1024 for r in rows]
-    ax.step(caps, [r.spill / 2**20 for r in rows], where="post", marker="o", ms=3, label="spyreopt (judged valid)")
+    proven = "every point proven optimal" if all(r.status == "optimal" for r in rows) else "judged valid"
+    ax.step(caps, [r.spill / 2**20 for r in rows], where="post", marker="o", ms=3, label=f"spyreopt ({proven})")
     ref_cap = reference_capacity(graph)
     if ref_cap is not None:
         theirs = judge(graph, graph.reference, None).spill

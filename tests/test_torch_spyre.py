@@ -77,6 +77,7 @@ def _named(buffers: list, name: str) -> dict:
         (lambda bs: _named(bs, "buf1")["core_divisions"][0]["output_splits"].update({"16384": 0}),
          ["'buf1'", "core_divisions[0].output_splits[16384]", "positive integer"]),
         (lambda bs: bs.append(copy.deepcopy(bs[0])), ["'buf0'", "field name: appears twice"]),
+        (lambda bs: _named(bs, "buf3")["parents"].append("buf3"), ["'buf3'", "field parents: the buffer lists itself"]),
     ],
 )  # fmt: skip
 def test_malformed_input_is_a_format_error_naming_case_graph_buffer_field(edit, words):
@@ -226,6 +227,17 @@ def test_exact_backends_agree_with_brute_force_on_small_graphs(seed):
         r = solve_graph(g, cap, backend=backend, time_limit=10)
         assert r.status == "optimal" and r.verdict.valid
         assert r.verdict.spill == best, (backend, r.verdict.spill, best)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6, 60))
+def test_every_method_agrees_with_brute_force_on_more_small_graphs(seed):
+    g = read_captures(_small_capture(random.Random(seed)))[0]
+    cap = 128 * random.Random(seed).choice([3, 4, 5, 6])
+    best = _brute_force(g, cap)
+    for backend in ("cpsat", "milp", None):
+        r = solve_graph(g, cap, backend=backend, time_limit=5)
+        assert r.verdict.spill == best and (backend is None or r.status == "optimal"), (backend, r.verdict.spill)
 
 
 def test_exact_backends_agree_on_a_capture_at_half_its_capacity():

@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
               f"{r.status:<9} {r.seconds:>6.2f}")  # fmt: skip
         if theirs is not None and not theirs.valid:
             print(f"    reference breaks {theirs.message}")
+        if "without the in-place shares" in r.over:
+            print(f"    {r.status}: {r.over}")
         if args.objective == "time":
             t_ours, c_ours = predict(g, r.answers)
             t_ref = "" if theirs is None else "reference {:.2f} us ({} cores), ".format(*predict(g, g.reference))

@@ -170,6 +170,8 @@ def _cross_check(b: CaptureBuffer, by: dict[str, CaptureBuffer], where: str) -> 
     """References between buffers: match keys and in-place parents are parents; indices fit the parent's
     menu; an in-place parent in the graph dies as its child is born and is read before it hands over
     (torch-spyre's ``_check_in_place_relationships`` and ``check_in_place_parent_is_read``)."""
+    if b.name in b.parents:
+        raise FormatError(f"{where}: field parents: the buffer lists itself")
     for parent, pairs in b.matches.items():
         if parent not in b.parents:
             raise FormatError(f"{where}: field cd_parent_matches: {parent!r} is not one of its parents")

@@ -8,6 +8,9 @@ raises. ``status`` is "optimal" only when an exact backend proved it, and then o
 division menus, at this capacity, with addresses included (the exact backends place buffers in the
 model itself: CP-SAT in a NoOverlap2D, the MILP by proven placement cuts).
 
+The default method (``backend=None``): the best of the checked starts (all off chip, the reference,
+anneal's plan), then CP-SAT through the chain; beyond ``EXACT_CANDIDATES`` it only anneals.
+
 ``reference_capacity`` is the smallest capacity at which a graph's own answer is valid.
 """
 
@@ -20,7 +23,7 @@ from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.formats.torch_spyre import Answer, CaptureGraph
 from spyreopt.formats.torch_spyre_judge import Verdict, judge
 from spyreopt.formats.torch_spyre_model import answers as decode
-from spyreopt.formats.torch_spyre_model import build, cores, encode, spill_all
+from spyreopt.formats.torch_spyre_model import build, encode, spill_all
 from spyreopt.model.formulation import Solution
 from spyreopt.solvers.registry import solve_formulation
 
@@ -46,13 +49,10 @@ class GraphResult:
     source: str  # where the answer came from: the backend, or the reference when it was not beaten
     over: str  # what "optimal" is a statement about
 
-    @property
-    def cores(self) -> int:
-        return sum(cores(b, a.division) for b, a in zip(self.graph.buffers, self.answers))
-
 
 def reference_capacity(graph: CaptureGraph) -> int | None:
-    """The smallest capacity at which the graph's reference answer is valid (None without one)."""
+    """The smallest capacity at which the graph's reference answer is valid (None without one): its height,
+    ``max(address + footprint)``; an answer breaking another rule is valid at no capacity (the judge says)."""
     if graph.reference is None:
         return None
     return judge(graph, graph.reference, None).height

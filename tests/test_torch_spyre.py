@@ -313,3 +313,23 @@ def test_cpsat_windows_keep_a_kept_tail_at_its_donors_address():
     for seed in range(3):
         sol = solve_formulation(f, "cpsat", time_limit=0.8, seed=seed, hint=start, lns=True)
         assert not f.violations(sol.assignment, sol.offsets) and sol.objective <= start.objective
+
+
+def test_a_parent_read_once_hands_its_slot_over():
+    """An input read only by its in-place child: sharing its slot is the only way both fit."""
+    bufs = [
+        _buf("x", 256, [0], []), _buf("y", 256, [0, 1], ["x"], inplace=["x"]),
+        _buf("z", 256, [1], ["y"], output=True, reason="graph output"),
+    ]  # fmt: skip
+    bufs[0]["first_use_is_read"] = True
+    shared = [{"name": "x", "chosen_division": 0, "address": 0, "resident": True},
+              {"name": "y", "chosen_division": 0, "address": 0, "resident": True},
+              {"name": "z", "chosen_division": 0, "address": None, "resident": False}]  # fmt: skip
+    g = read_captures({"c": [{"inputs": bufs, "solved": shared}]})[0]
+    assert judge(g, g.reference, 256).valid and judge(g, g.reference, 256).spill == 0
+    model = build(g, 256)
+    sol = encode(model, g.reference)
+    assert sol is not None and not model.formulation.violations(sol.assignment, sol.offsets)
+    for backend in ("cpsat", "milp", None):
+        r = solve_graph(g, 256, backend=backend, time_limit=5, use_reference=False)
+        assert r.verdict.spill == _brute_force(g, 256) == 0 and r.verdict.valid

@@ -12,8 +12,9 @@ takes the parent's slot without the parent resident, a matching pair and equal f
 is the Formulation's tail edge: a parent with an in-place child ends one step early, and the edge holds
 its footprint over the handoff step ``[t, t + 1)`` at its address, except for the pairs where the child
 takes the slot (``Edge.alias``: the child's buffer is then at the parent's address from ``t`` on). A
-parent hands its slot to one child: its first in-place child in file order with two or more steps to
-share (``Model.restricted`` names any other; none in the published captures).
+parent used only at ``t`` has no node buffer: the edge alone holds it (a plain edge buffer), and when
+the child takes the slot the parent's address is the child's. A parent hands its slot to one child: its
+first in-place child in file order (``Model.restricted`` names any other; none in the published captures).
 
 ``objective="time"`` prices the same candidates with the fitted cost model instead
 (``formats.torch_spyre_time``): predicted device-memory time of the spill traffic, ties toward fewer cores.
@@ -124,7 +125,7 @@ def _heirs(graph: CaptureGraph) -> tuple[dict[int, int], tuple[str, ...]]:
             p = graph.buffers[u]
             if p.residency_reason is not None or p.size < 0 or b.residency_reason is not None or b.size < 0:
                 continue  # one of them never resides: nothing to share
-            if u in heir or len(p.uses) < 2:
+            if u in heir:
                 left.append(f"{name}->{b.name}")
                 continue
             heir[u] = v
@@ -163,9 +164,11 @@ def _edge(graph: CaptureGraph, u: int, v: int, cands, tail: bool) -> Edge:
     zeros = np.zeros(allowed.shape, dtype=np.int64)
     if not tail:
         return Edge(u, v, zeros, allowed)
-    alias = allowed & resident & takes[None, :]
     usage = np.where(resident & ~takes[None, :], fp_p[:, None], 0).astype(np.int64)
     t = c.uses[0]
+    if len(p.uses) == 1:  # the parent lives only at the handoff step: the edge is its buffer, no node to tie to
+        return Edge(u, v, zeros, allowed, usage, (t, t + 1))
+    alias = allowed & resident & takes[None, :]
     return Edge(u, v, zeros, allowed, usage, (t, t + 1), ("node", u), alias)
 
 

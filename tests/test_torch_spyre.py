@@ -87,6 +87,19 @@ def test_malformed_input_is_a_format_error_naming_case_graph_buffer_field(edit, 
         assert w in message, message
 
 
+def test_what_torch_spyre_allows_empty_loads():
+    """An empty division menu is placement only (the whole size, as torch-spyre's ``min_footprint``); a null
+    chosen division is the committed one; absent parent lists and match tables are empty."""
+    doc = {"c": [{"inputs": [_buf("a", 256, [0, 1], []), _buf("b", 256, [1, 2], ["a"])], "solved": [
+        {"name": "a", "chosen_division": None, "address": 0, "resident": True},
+        {"name": "b", "chosen_division": 0, "address": 256, "resident": True}]}]}  # fmt: skip
+    doc["c"][0]["inputs"][0]["core_divisions"] = []
+    del doc["c"][0]["inputs"][0]["cd_parent_matches"], doc["c"][0]["inputs"][0]["in_place_parents"]
+    g = read_captures(doc)[0]
+    assert g.reference[0].division == 0 and len(g.buffers[0].divisions) == 1
+    assert judge(g, g.reference, 512).valid and not judge(g, g.reference, 384).valid
+
+
 def test_a_bad_answer_field_is_a_format_error():
     doc = _doc()
     doc["mlp"][0]["solved"][2]["chosen_division"] = "one"

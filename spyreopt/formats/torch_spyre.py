@@ -131,13 +131,13 @@ def _buffer(b: Any, where: str) -> CaptureBuffer:
         raise FormatError(f"{where}: field uses: {list(uses)} is not strictly increasing non-negative op steps")
     divisions = tuple(_division(d, f"{where}: field core_divisions[{k}]") for k, d in
                       enumerate(_field(b, "core_divisions", list, where)))  # fmt: skip
-    if not divisions:
-        raise FormatError(f"{where}: field core_divisions: empty; a buffer needs at least one division")
+    if not divisions:  # placement only: torch-spyre's footprint is then the whole size (``min_footprint``)
+        divisions = (Division((), ()),)
     reason = b.get("residency_reason")
     if reason is not None and not isinstance(reason, str):
         raise FormatError(f"{where}: field residency_reason: expected a string or null, got {reason!r}")
     first = _field(b, "first_use_is_read", bool, where)
-    matches_raw = _field(b, "cd_parent_matches", dict, where)
+    matches_raw = _field({"cd_parent_matches": {}, **b}, "cd_parent_matches", dict, where)  # absent: no pair
     matches = {}
     for parent, pairs in matches_raw.items():
         at = f"{where}: field cd_parent_matches[{parent!r}]"
@@ -223,7 +223,8 @@ def _answer(a: Any, where: str) -> Answer:
         raise FormatError(f"{where}: expected an object, got {type(a).__name__}")
     name = _field(a, "name", str, where)
     where = f"{where.rsplit(' answer ', 1)[0]} answer {name!r}"
-    division = _int(_field(a, "chosen_division", int, where), "chosen_division", where)
+    division = a.get("chosen_division", 0)
+    division = 0 if division is None else _int(division, "chosen_division", where)  # None: the committed one
     address = a.get("address")
     if address is not None:
         address = _int(address, "address", where)
@@ -247,7 +248,7 @@ def _int(x: Any, key: str, where: str) -> int:
 
 
 def _names(b: dict, key: str, where: str) -> list[str]:
-    names = _field(b, key, list, where)
+    names = _field({key: [], **b}, key, list, where)  # absent: none
     if not all(isinstance(n, str) for n in names):
         raise FormatError(f"{where}: field {key}: expected a list of buffer names, got {names!r}")
     return names

@@ -258,7 +258,9 @@ def test_exact_backends_agree_on_a_capture_at_half_its_capacity():
     cap = reference_capacity(g) // 2
     a = solve_graph(g, cap, backend="cpsat", time_limit=20)
     b = solve_graph(g, cap, backend="milp", time_limit=20)
-    assert a.status == b.status == "optimal" and a.verdict.spill == b.verdict.spill > 0
+    c = solve_graph(g, cap, backend="exact", time_limit=20)
+    assert a.status == b.status == c.status == "optimal" and a.verdict.spill == b.verdict.spill > 0
+    assert c.verdict.spill == a.verdict.spill and c.bound == c.verdict.spill
 
 
 def test_reference_is_a_plan_of_the_model_priced_like_the_judge():

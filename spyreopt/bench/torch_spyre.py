@@ -45,7 +45,7 @@ def settings(graph) -> list[tuple[str, int]]:
     return [("planning share", PLANNING_SHARE), ("quarter share", PLANNING_SHARE // 4)]
 
 
-def suite(directory: Path, *, time_limit: float = 1.0, exact: str | None = "milp", exact_limit: float = 60.0,
+def suite(directory: Path, *, time_limit: float = 1.0, exact: str | None = "exact", exact_limit: float = 60.0,
           seed: int = 0, files=FILES, progress: bool = False) -> list[Row]:  # fmt: skip
     rows = []
     for name in files:
@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("--data", help="directory holding torch-spyre-captures/ (default: $SPYREOPT_DATA)")
     p.add_argument("--time-limit", type=float, default=1.0, help="default method, seconds per graph")
-    p.add_argument("--exact", default="milp", help="exact backend (cpsat or milp; 'none' to skip)")
+    p.add_argument(
+        "--exact", default="exact", help="exact backend: exact (milp, then cpsat), cpsat or milp; none to skip"
+    )
     p.add_argument("--exact-limit", type=float, default=60.0, help="exact backend, seconds per graph")
     p.add_argument("--markdown", help="write the table here")
     p.add_argument("--json", help="write the rows here")

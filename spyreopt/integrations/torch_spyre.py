@@ -10,6 +10,7 @@ model itself: CP-SAT in a NoOverlap2D, the MILP by proven placement cuts).
 
 The default method (``backend=None``): the best of the checked starts (all off chip, the reference,
 anneal's plan), then CP-SAT through the chain; beyond ``EXACT_CANDIDATES`` it only anneals.
+``backend="exact"``: the MILP, then CP-SAT, until one proves (``_portfolio``).
 
 ``reference_capacity`` is the smallest capacity at which a graph's own answer is valid.
 """
@@ -28,6 +29,7 @@ from spyreopt.model.formulation import Solution
 from spyreopt.solvers.registry import solve_formulation
 
 DEFAULT_BACKEND = "cpsat"
+EXACT_PORTFOLIO = ("milp", "cpsat")  # backend "exact": each in turn until one proves
 DEFAULT_TIME_LIMIT = 1.0  # seconds per graph
 ANNEAL_SHARE = 0.45  # of the default method's time: annealing from scratch before the exact search
 EXACT_SHARE = 0.5  # of the time left that the exact search is given (its presolve LP can overrun its share)
@@ -63,6 +65,26 @@ def _checked(f, sol: Solution | None) -> Solution | None:
     if sol is None or len(sol.assignment) != len(f.nodes) or f.violations(sol.assignment, sol.offsets):
         return None
     return Solution(tuple(sol.assignment), dict(sol.offsets), "feasible", f.evaluate(sol.assignment))
+
+
+def _portfolio(f, hint: Solution, time_limit: float, seed: int) -> Solution:
+    """``backend="exact"``: the MILP, then (unless it proved its answer) CP-SAT from the better plan, each
+    with its share of the time left. Neither proves every capture fast: the MILP proves flash_big at the
+    planning share in 13 s where CP-SAT does not in 60, CP-SAT proves it at 65,536 bytes in 22 s where the
+    MILP does not in 30."""
+    start, best, bound = time.perf_counter(), hint, None
+    for k, name in enumerate(EXACT_PORTFOLIO):
+        left = (time_limit - (time.perf_counter() - start)) / (len(EXACT_PORTFOLIO) - k)
+        if left <= 0.05:
+            break
+        sol = solve_formulation(f, name, time_limit=left, seed=seed, hint=best)
+        bound = sol.bound if bound is None or (sol.bound is not None and sol.bound > bound) else bound
+        if len(sol.assignment) == len(f.nodes) and sol.objective <= best.objective:
+            best = sol
+        if bound is not None and bound >= best.objective:
+            break
+    status = "optimal" if bound is not None and bound >= best.objective else "feasible"
+    return Solution(best.assignment, best.offsets, status, best.objective, bound, stats=dict(best.stats))
 
 
 def _objective(sol: Solution | None) -> float:
@@ -104,6 +126,8 @@ def solve_graph(
     try:
         if large:  # the exact search's presolve alone would overrun the limit: the best start stands
             sol = Solution(hint.assignment, hint.offsets, "feasible", hint.objective, message="anneal only (large)")
+        elif backend == "exact":
+            sol = _portfolio(f, hint, left, seed)
         else:
             sol = solve_formulation(f, name, time_limit=left, seed=seed, hint=hint)
     except InfeasibleError as exc:  # a heuristic backend gave up: the checked start stands, and says so

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", help="directory holding torch-spyre-captures/ (default: $SPYREOPT_DATA)")
     p.add_argument("--time-limit", type=float, default=1.0, help="default method, seconds per graph")
     p.add_argument(
-        "--exact", default="exact", help="exact backend: exact (milp, then cpsat), cpsat or milp; none to skip"
+        "--exact", default="exact", help="exact backend: exact (cpsat, then milp), cpsat or milp; none to skip"
     )
     p.add_argument("--exact-limit", type=float, default=60.0, help="exact backend, seconds per graph")
     p.add_argument("--markdown", help="write the table here")

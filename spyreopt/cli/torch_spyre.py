@@ -29,8 +29,8 @@ def add_parser(subparsers) -> None:
         help="bytes per core, or 'reference' (default): each graph gets the smallest capacity at which its own "
         "answer is valid (1,625,344, torch-spyre's planning share, for a graph without one)",
     )
-    p.add_argument("--backend", default=None, help="default: the default method (anneal, then cpsat); exact: milp, "
-                   "then cpsat, until one proves; or any backend name")  # fmt: skip
+    p.add_argument("--backend", default=None, help="default: the default method (anneal, then cpsat); exact: cpsat, "
+                   "then milp, until one proves; or any backend name")  # fmt: skip
     p.add_argument("--time-limit", type=float, default=1.0, help="seconds per graph (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--objective", choices=("spill", "time"), default="spill", help="spill bytes (torch-spyre's) or "

@@ -348,3 +348,15 @@ def test_a_parent_read_once_hands_its_slot_over():
     for backend in ("cpsat", "milp", None):
         r = solve_graph(g, 256, backend=backend, time_limit=5, use_reference=False)
         assert r.verdict.spill == _brute_force(g, 256) == 0 and r.verdict.valid
+
+
+def test_cli_names_the_rule_a_reference_breaks_and_prices_by_time(tmp_path, capsys):
+    doc = _doc()
+    doc = {"softmax": doc["softmax"], "simple_attn": doc["simple_attn"]}
+    doc["softmax"][0]["solved"][4].update(resident=True, address=0)  # the graph output may not reside
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(doc))
+    assert main(["torch-spyre", str(path), "--capacity", "1625344", "--objective", "time"]) == 0
+    text = capsys.readouterr().out
+    assert "invalid:eligibility" in text and "reference breaks eligibility: buf4" in text
+    assert text.count("predicted spill time") == 2

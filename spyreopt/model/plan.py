@@ -114,6 +114,13 @@ class Plan:
         """A readable per-op table and the total."""
         return plan_table(self)
 
+    def explain(self, op: str | None = None):
+        """Why each op (or only ``op``) has its decision: its best rejected alternatives with their exact plan
+        cost and the price of each change, and why each edge not in place is not (``model.explain``)."""
+        from spyreopt.model.explain import explain
+
+        return explain(self, op)
+
     def show(self):
         """Render the main pictures (scratchpad over time, cost breakdown) in a notebook."""
         from spyreopt import viz  # the model never depends on the pictures; showing one loads matplotlib

@@ -110,9 +110,9 @@ class Plan:
             return None
         return max(self.cost_us - self.bound_us, 0.0) / self.cost_us
 
-    def table(self) -> str:
-        """A readable per-op table and the total."""
-        return plan_table(self)
+    def table(self, summary: bool = True) -> str:
+        """A readable per-op table with a legend and the edges not in place; the total line with ``summary``."""
+        return plan_table(self, summary)
 
     def explain(self, op: str | None = None):
         """Why each op (or only ``op``) has its decision: its best rejected alternatives with their exact plan

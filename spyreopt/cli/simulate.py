@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from pathlib import Path
 
 from spyreopt.errors import FormatError
@@ -19,6 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "An illegal plan is reported with the op, buffer, core, address and step.",
     )
     p.add_argument("plan", help="plan JSON file")
+    p.add_argument(
+        "--full", action="store_true", help="simulate every instance of a repeated tiled loop (slower on whole models)"
+    )
     p.set_defaults(func=_simulate)
 
 
@@ -27,11 +32,35 @@ def _simulate(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise FormatError(f"plan file {str(path)!r} does not exist")
     plan = Plan.from_json(path.read_text())
-    result = simulate(plan)
+    start = time.perf_counter()
+    result = simulate(plan, repeats=not args.full, progress=_Progress(start))
     print(f"{plan.graph.get('name', 'graph')}: {len(plan.ops)} ops, plan from {plan.backend}")
     print(result.table({o.name: o.predicted_us for o in plan.ops}))
+    if result.repeated_loops:
+        print(
+            f"{result.repeated_loops} of {len(result.loops)} tiled loops repeat a loop simulated before and take its "
+            f"times (identical ops, slices, addresses and scratchpad load: the same timing; their scratchpad "
+            f"checks are not repeated; --full simulates every one)"
+        )
+    ratio = result.time_us / plan.cost_us if plan.cost_us else float("nan")
     print(
-        f"predicted {plan.cost_us:.3f} us   simulated {result.time_us:.3f} us   "
-        f"(simulated / predicted {result.time_us / plan.cost_us if plan.cost_us else float('nan'):.3f})"
+        f"predicted {plan.cost_us:,.3f} µs   simulated {result.time_us:,.3f} µs   (simulated / predicted {ratio:.3f})"
+        f"   [{time.perf_counter() - start:.1f} s]"
     )
     return 0
+
+
+class _Progress:
+    """``simulate: 640 of 1,286 steps (3.1 s)`` on stderr, every half second on a terminal (two otherwise) and at the end."""
+
+    def __init__(self, start: float):
+        self.start, self.shown = start, start
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done < total and now - self.shown < (0.5 if self.tty else 2.0):
+            return
+        self.shown = now
+        end = "\n" if done >= total or not self.tty else "\r"
+        print(f"simulate: {done:,} of {total:,} steps ({now - self.start:.1f} s)", end=end, file=sys.stderr, flush=True)

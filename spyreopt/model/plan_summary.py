@@ -67,4 +67,5 @@ def summary_line(plan: Plan, baselines: dict[str, float] | None = None, wall: st
     ]
     if shown:
         text += "; baselines: " + ", ".join(shown)
-    return text + f"   [{plan.backend}, {plan.status}, {wall or f'{plan.solve_seconds:.2f} s'}]"
+    took = wall or (f"{plan.solve_seconds:.2f} s" if plan.solve_seconds else "")  # absent from saved JSON
+    return text + f"   [{plan.backend}, {plan.status}{', ' + took if took else ''}]"

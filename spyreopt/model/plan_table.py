@@ -19,6 +19,8 @@ LEGEND = (
     "hbm = device memory, lx+hbm = both; addr: scratchpad byte offset, the same on every core; "
     "pred_us: predicted time (docs/cli.md)"
 )
+AGGREGATE_OPS = 80  # above this many ops, tables and pictures aggregate by layer or segment
+BLOCKS = 48  # segments of a plan whose op names give no layers
 EDGES_LISTED = 12  # edges not in place listed by name; the rest are counted (``spyreopt explain`` has all)
 
 
@@ -103,3 +105,52 @@ def _loop_cell(plan: Plan, o) -> str:
         return "-"
     loop = plan.loops[o.loop]
     return f"L{o.loop} {loop.op_dims.get(o.name, '?')}/{loop.tiles}"
+
+
+def groups_of(plan: Plan) -> list[tuple[str, list[int]]]:
+    """Runs of consecutive ops whose names share their first part (``l3`` of ``l3.attn.q_proj``): the layers;
+    when that gives fewer than 2 or more than ``4 * BLOCKS`` runs, ``BLOCKS`` equal blocks in schedule order."""
+    runs: list[tuple[str, list[int]]] = []
+    for i, o in enumerate(plan.ops):
+        key = o.name.split(".", 1)[0]
+        if runs and runs[-1][0] == key:
+            runs[-1][1].append(i)
+        else:
+            runs.append((key, [i]))
+    if 2 <= len(runs) <= 4 * BLOCKS:
+        return runs
+    n = len(plan.ops)
+    size = max(1, -(-n // BLOCKS))
+    return [(f"ops {i}-{min(i + size, n) - 1}", list(range(i, min(i + size, n)))) for i in range(0, n, size)]
+
+
+def repeated_ops(plan: Plan) -> list[tuple[str, list[int]]]:
+    """Ops merged across groups by their name within the group (``l*.up_proj``), costliest total first."""
+    groups = groups_of(plan)
+    layered = len(groups) > 1 and not groups[0][0].startswith("ops ")
+    merged: dict[str, list[int]] = {}
+    for key, idx in groups:
+        for i in idx:
+            name = plan.ops[i].name
+            inner = name.split(".", 1)[1] if layered and "." in name else None
+            merged.setdefault(f"*.{inner}" if inner else name, []).append(i)
+    return sorted(merged.items(), key=lambda kv: (-sum(plan.ops[i].predicted_us for i in kv[1]), kv[0]))
+
+
+def group_table(plan: Plan) -> str:
+    """One row per layer or segment (``groups_of``): ops, predicted µs by component, ops kept on chip."""
+    head = ("group", "ops", "pred_us", "compute", "memory", "relayout", "restickify", "spill", "on chip")
+    rows = [head]
+    for key, idx in groups_of(plan):
+        ops = [plan.ops[i] for i in idx]
+        parts = [
+            sum(o.breakdown.get(k, 0.0) for o in ops) for k in ("compute", "memory", "relayout", "restickify", "spill")
+        ]
+        rows.append(
+            (key, str(len(ops)), f"{sum(o.predicted_us for o in ops):,.1f}", *(f"{x:,.1f}" for x in parts),
+             str(sum(o.residency != "hbm" for o in ops)))
+        )  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ops",
         action="store_true",
-        help="print every op even above %d ops (default: one row per layer)" % AGGREGATE_OPS,
+        help=f"print every op even above {AGGREGATE_OPS} ops (default: one row per layer)",
     )
     p.set_defaults(func=_show)
 

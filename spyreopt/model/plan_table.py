@@ -129,7 +129,7 @@ def repeated_ops(plan: Plan) -> list[tuple[str, list[int]]]:
     groups = groups_of(plan)
     layered = len(groups) > 1 and not groups[0][0].startswith("ops ")
     merged: dict[str, list[int]] = {}
-    for key, idx in groups:
+    for _, idx in groups:
         for i in idx:
             name = plan.ops[i].name
             inner = name.split(".", 1)[1] if layered and "." in name else None

@@ -63,10 +63,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _workloads(args: argparse.Namespace) -> int:
     from spyreopt.models import PRESETS
 
-    for name in workloads.names():
+    scale = {name: "model scale, tiled loops" for name in workloads.TILED}
+    for name in [*workloads.names(), *workloads.EXTRA]:
         g = workloads.get(name)
-        doc = (workloads.WORKLOADS[name].__doc__ or "").strip().splitlines()
-        print(f"{name:20s} {len(g.ops):4d} ops   {doc[0] if doc else ''}")
+        doc = " ".join((workloads.get_builder(name).__doc__ or "").split())
+        first = doc.split(". ")[0].rstrip(".")
+        first = first if len(first) <= 100 else first[:97].rstrip() + "..."
+        extra = f" [{scale[name]}]" if name in scale else ""
+        print(f"{name:20s} {len(g.ops):4d} ops   {first}{extra}")
     for name, p in PRESETS.items():
         print(f"model:{name:14s} {p.layers:4d} layers  hidden {p.hidden}, {p.heads}/{p.kv_heads} heads ({p.source})")
     return 0

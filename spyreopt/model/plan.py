@@ -15,6 +15,7 @@ from spyreopt.errors import FormatError
 from spyreopt.model.plan_table import plan_table
 
 EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
+PLAN_VERSION = 1  # of the JSON form (docs/formats.md); readers accept it and files without a version
 STATUSES = ("optimal", "feasible", "timeout", "interrupted", "infeasible", "error")
 
 
@@ -131,6 +132,7 @@ class Plan:
     def to_dict(self, timing: bool = False) -> dict:
         """Every decision; wall-clock measurements only with ``timing=True`` (they vary between runs)."""
         data = asdict(self)
+        data["version"] = PLAN_VERSION
         if not timing:
             data.pop("solve_seconds")
             data["stats"] = {k: v for k, v in data["stats"].items() if k != "timing"}

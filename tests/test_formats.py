@@ -57,7 +57,7 @@ def test_an_unknown_version_is_one_line_naming_it(version, tmp_path, capsys):
 
 def test_repr_summary_and_public_function_lists():
     g = so.workloads.get("mlp")
-    assert repr(g) == "<Graph 'mlp': 3 ops (2 matmul, 1 pointwise), 3 inputs and weights, 1 outputs>"
+    assert repr(g) == "<Graph 'mlp': 3 ops (2 matmul, 1 pointwise), 3 inputs and weights, 1 output>"
     text = g.summary()
     assert "pointwise gelu" in text and "gelu(up): [128, 1024] fp16" in text and "(output)" in text
     assert "weight w1: [256, 1024] fp16" in text

@@ -270,6 +270,8 @@ class Search:
         if res["cost"] is not None:
             reasons = self.price(i, res["new"]) + [f"plan total {signed(res['cost'] - self.base)}"]
             reasons += self.forbidden(i, s, res["new"])
+            if res["cost"] < self.base and name not in self.pinned:
+                reasons.append(f"cheaper than the plan: the search ({self.plan.backend}, {self.plan.status}) missed it")
         if name in self.pinned:
             reasons.insert(0, f"{name} is pinned ({self.pinned[name]})")
         cost = None if res["cost"] is None else res["cost"] * US

@@ -326,7 +326,8 @@ class Graph:
             kinds[o.kind] = kinds.get(o.kind, 0) + 1
         ops = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no ops"
         leaves = sum(t.producer is None for t in self.tensors.values())
-        return f"<Graph {self.name!r}: {len(self.ops)} ops ({ops}), {leaves} inputs and weights, {len(self.outputs)} outputs>"
+        outs = len(self.outputs)
+        return f"<Graph {self.name!r}: {len(self.ops)} ops ({ops}), {leaves} inputs and weights, {outs} output{'s' * (outs != 1)}>"
 
     def summary(self, limit: int = 40) -> str:
         """A readable listing: each leaf and op (kind, function, shape, dtype, inputs), at most ``limit`` ops."""

@@ -29,7 +29,7 @@ def test_every_relative_link_in_the_docs_resolves():
 
 
 def test_formats_doc_names_every_field_of_both_formats():
-    doc = (ROOT / "docs" / "formats.md").read_text()
+    doc = re.sub(r"```.*?```", "", (ROOT / "docs" / "formats.md").read_text(), flags=re.S)  # code blocks out
     documented = {w for quoted in re.findall(r"`([^`]+)`", doc) for w in re.findall(r"[a-z_]+", quoted)}
     for cls in (Plan, OpPlan, TensorPlan, EdgePlan, LoopPlan):
         missing = {f.name for f in fields(cls)} - documented

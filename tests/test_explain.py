@@ -93,3 +93,17 @@ def test_cli_explain(tmp_path, capsys):
     assert "op gelu (pointwise)" in out and "op up" not in out
     assert main(["explain", str(tmp_path / "missing.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_forbidden_capability_is_named_and_the_best_alternative_respects_it():
+    plan = so.solve(so.workloads.get("softmax"), backend="greedy", forbid=["relayout"])
+    ex = plan.explain()
+    reasons = [r for x in ex.ops for a in x.alternatives for r in a.reasons]
+    assert any(r.endswith("and the plan forbids relayout") for r in reasons)
+    for x in ex.ops:
+        best = next(a for a in x.alternatives if a.kind == "best")
+        assert not any("forbids" in r for r in best.reasons), (x.op, best.reasons)
+        if best.cost_us is not None:
+            assert best.cost_us == pytest.approx(fixed_cost(plan, x.op, best.choice), abs=1e-6)
+    spill = next(e for e in ex.edges if e.mode == "spill")
+    assert "the plan forbids relayout" in spill.reasons[1]

@@ -248,10 +248,11 @@ class Search:
             key = (c.layout, c.residency)
             blocked = self.blocked(i, s)
             if blocked:
-                res = {"s": s, "cost": None, "new": {i: s}, "why": [self.blocked_reason(k, i, s) for k in blocked[:2]]}
+                why = [self.blocked_reason(k, i, s) for k in blocked[:2]]
+                res = {"s": s, "cost": None, "new": {i: s}, "why": why, "forbidden": []}
             else:
                 cost, new = self.change(i, s)
-                res = {"s": s, "cost": cost, "new": new, "why": []}
+                res = {"s": s, "cost": cost, "new": new, "why": [], "forbidden": self.forbidden(i, s, new)}
                 over = self.overflow(new)
                 if over is not None:
                     res.update(cost=None, why=[self.capacity_reason(new, *over)])
@@ -269,8 +270,8 @@ class Search:
         name = self.problem.ops[i].name
         if res["cost"] is not None:
             reasons = self.price(i, res["new"]) + [f"plan total {signed(res['cost'] - self.base)}"]
-            reasons += self.forbidden(i, s, res["new"])
-            if res["cost"] < self.base and name not in self.pinned:
+            reasons += res["forbidden"]
+            if res["cost"] < self.base and name not in self.pinned and not res["forbidden"]:
                 reasons.append(f"cheaper than the plan: the search ({self.plan.backend}, {self.plan.status}) missed it")
         if name in self.pinned:
             reasons.insert(0, f"{name} is pinned ({self.pinned[name]})")
@@ -323,7 +324,8 @@ class Search:
         others = {k: r for k, r in groups.items() if k != home}
         if others:
             feasible = {k: r for k, r in others.items() if r["cost"] is not None}
-            pool = feasible or others
+            allowed = {k: r for k, r in feasible.items() if not r["forbidden"]}
+            pool = allowed or feasible or others
             best = min(pool, key=lambda k: (pool[k]["cost"] or 0, pool[k]["alone"], k))
             alts.append(self.alternative(i, "best", others[best]))
             alone = min(groups, key=lambda k: (groups[k]["alone"], k))
@@ -359,6 +361,12 @@ class Search:
             f"(stick {ou.stick}): a restickify",
         }[e.mode]
         reasons = [lead]
+        if e.mode == "spill":
+            reasons.append(
+                "for these two slicings the cost tables take the written copy: a relayout between them costs more "
+                f"or is not legal (fan-in above {p.hw.relayout_fan_in})"
+                + ("; the plan forbids relayout" if "relayout" in self.forbid else "")
+            )
         if "inplace" in self.forbid:
             reasons.append("the plan forbids inplace: every tensor goes through device memory")
         if e.mode == "hbm":
@@ -378,6 +386,8 @@ class Search:
         res = groups[key]
         if res["cost"] is None:
             return f"keeping {tensor} on chip ({key[1]}) is impossible: {res['why'][0]}"
+        if res["forbidden"]:
+            return f"keeping {tensor} on chip ({key[1]}): {'; '.join(res['forbidden'])}"
         return f"keeping {tensor} on chip ({key[1]}): plan total {signed(res['cost'] - self.base)}"
 
     def _inplace_options(self, k: int, u: int, v: int) -> list[str]:

@@ -35,12 +35,15 @@ STEP_BINS = 240  # columns of the scratchpad heat map: each the mean over its st
 
 
 def scratchpad_chart(plan: Plan, ax=None) -> Figure:
-    """Scratchpad address over time: one rectangle per resident buffer at its address and lifetime.
+    """Scratchpad address over time: one rectangle per resident buffer at its address and lifetime (above
+    ``AGGREGATE_OPS`` ops, ``occupancy_chart``).
 
     Tensors are solid; relayout and restickify copies are hatched; edges that
     spill (device-memory round trip) are marked with a red cross at the
     consumer's step; the dashed line is the planner's capacity.
     """
+    if len(plan.ops) > AGGREGATE_OPS:
+        return occupancy_chart(plan, ax)
     fig, ax = _axes(ax, (9, 4.5))
     cap = _capacity(plan)
     top = max(
@@ -105,7 +108,10 @@ def scratchpad_chart(plan: Plan, ax=None) -> Figure:
 
 
 def division_chart(plan: Plan, ax=None) -> Figure:
-    """Cores each op uses, with its split per dim written on the bar."""
+    """Cores each op uses, with its split per dim written on the bar (above ``AGGREGATE_OPS`` ops, the costliest
+    ops with their divisions: ``top_ops_chart``)."""
+    if len(plan.ops) > AGGREGATE_OPS:
+        return top_ops_chart(plan, ax)
     fig, ax = _axes(ax, (9, 0.35 * len(plan.ops) + 1.5))
     cores = int(plan.hardware["cores"])
     names = [o.name for o in plan.ops]
@@ -126,7 +132,10 @@ def division_chart(plan: Plan, ax=None) -> Figure:
 
 
 def cost_breakdown(plan: Plan, ax=None) -> Figure:
-    """Predicted time per op by component; the hatched part is hidden by compute/memory overlap."""
+    """Predicted time per op by component; the hatched part is hidden by compute/memory overlap (above
+    ``AGGREGATE_OPS`` ops, per layer: ``layer_chart``)."""
+    if len(plan.ops) > AGGREGATE_OPS:
+        return layer_chart(plan, ax)
     fig, ax = _axes(ax, (9, 0.35 * len(plan.ops) + 2.2))
     names = [o.name for o in plan.ops]
     left = [0.0] * len(plan.ops)
@@ -275,10 +284,20 @@ def occupancy_grid(plan: Plan, rows: int = ADDRESS_BINS, columns: int | None = N
 def model_overview(plan: Plan) -> Figure:
     """A whole model at a glance: predicted time per layer by component, the scratchpad occupancy as a heat
     map over op steps, and the ``TOP_OPS`` ops that take longest. Its size does not grow with the op count."""
-    groups = groups_of(plan)
     fig = plt.figure(figsize=(12, 14))
     gs = fig.add_gridspec(3, 1, height_ratios=[1, 1, 1.1])
-    ax = fig.add_subplot(gs[0])
+    layer_chart(plan, fig.add_subplot(gs[0]))
+    occupancy_chart(plan, fig.add_subplot(gs[1]))
+    top_ops_chart(plan, fig.add_subplot(gs[2]))
+    fig.tight_layout()
+    return fig
+
+
+def layer_chart(plan: Plan, ax=None) -> Figure:
+    """Predicted time per layer or segment (``groups_of``), stacked by component; the tick is the time after
+    overlap. ``cost_breakdown`` draws this above ``AGGREGATE_OPS`` ops."""
+    fig, ax = _axes(ax, (12, 4.5))
+    groups = groups_of(plan)
     x = np.arange(len(groups))
     bottom = np.zeros(len(groups))
     for comp in COMPONENTS:
@@ -294,20 +313,33 @@ def model_overview(plan: Plan) -> Figure:
         f"({plan.backend}, {plan.status})"
     )
     ax.legend(fontsize=7, ncol=4, loc="upper right")
-    ax = fig.add_subplot(gs[1])
+    return fig
+
+
+def occupancy_chart(plan: Plan, ax=None) -> Figure:
+    """The scratchpad as a heat map: address bins over op steps (``occupancy_grid``, at most ``STEP_BINS``
+    columns). ``scratchpad_chart`` draws this above ``AGGREGATE_OPS`` ops."""
+    fig, ax = _axes(ax, (12, 4.5))
+    groups = groups_of(plan)
     cap = _capacity(plan) / KIB
     image = ax.imshow(occupancy_grid(plan, columns=STEP_BINS), origin="lower", aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0,
                       extent=(0, len(plan.ops), 0, cap), interpolation="nearest")  # fmt: skip
     starts = [idx[0] for _, idx in groups]
-    ax.set_xticks(starts[:: max(1, len(starts) // 16)])
-    ax.set_xticklabels([k for k, _ in groups][:: max(1, len(starts) // 16)], rotation=45, ha="right", fontsize=7)
+    every = max(1, len(starts) // 16)
+    ax.set_xticks(starts[::every])
+    ax.set_xticklabels([k for k, _ in groups][::every], rotation=45, ha="right", fontsize=7)
     ax.set_xlabel("op step (ticks: where each group starts)")
     ax.set_ylabel(f"scratchpad address per core (KiB of {cap:,.0f})")
-    ax.set_title(
-        f"scratchpad occupancy: fraction of each address bin in use, mean over {ceil(len(plan.ops) / STEP_BINS)} step(s) per column"
-    )
+    per = ceil(len(plan.ops) / STEP_BINS)
+    ax.set_title(f"scratchpad occupancy: fraction of each address bin in use, mean over {per} step(s) per column")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.01)
-    ax = fig.add_subplot(gs[2])
+    return fig
+
+
+def top_ops_chart(plan: Plan, ax=None) -> Figure:
+    """The ``TOP_OPS`` costliest ops, the same op of every layer merged (``repeated_ops``), by component.
+    ``division_chart`` draws this above ``AGGREGATE_OPS`` ops, with each op's division in its label."""
+    fig, ax = _axes(ax, (12, 5))
     top = repeated_ops(plan)[:TOP_OPS]
     names = [f"{name} x{len(idx)}" if len(idx) > 1 else name for name, idx in top]
     names = [
@@ -326,8 +358,8 @@ def model_overview(plan: Plan) -> Figure:
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("time before overlap (µs); the label is the predicted time (x N: the same op in N groups)")
-    ax.set_title(f"where the time goes: the {len(top)} costliest ops ({sum(shares) / plan.cost_us:.0%} of the total)")
-    fig.tight_layout()
+    share = sum(shares) / plan.cost_us if plan.cost_us else 0.0
+    ax.set_title(f"where the time goes: the {len(top)} costliest ops ({share:.0%} of the total)")
     return fig
 
 

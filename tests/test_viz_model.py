@@ -66,3 +66,16 @@ def test_overview_has_one_bar_per_layer_and_a_fixed_size(plan, tmp_path):
     head = out.read_bytes()[16:24]
     width, height = int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
     assert height <= 4000 and width <= 4000
+
+
+def test_the_per_op_charts_aggregate_too_above_the_size(plan):
+    """Notebooks call the per-op charts directly: on a whole model they draw the aggregated views."""
+    fig = viz.cost_breakdown(plan)
+    assert len(fig.axes[0].containers[0]) == len(groups_of(plan))
+    plt.close(fig)
+    fig = viz.scratchpad_chart(plan)
+    assert fig.axes[0].images and fig.get_size_inches()[1] * 110 <= 4000
+    plt.close(fig)
+    fig = viz.division_chart(plan)
+    assert len(fig.axes[0].containers[0]) == min(viz.TOP_OPS, len(repeated_ops(plan)))
+    plt.close(fig)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spyreopt.cli.progress import Progress
 from spyreopt.errors import FormatError
+from spyreopt.model.explain import explain
 from spyreopt.model.plan import Plan
+
+PROGRESS_OPS = 80  # a progress line on stderr above this many ops (a whole model takes tens of seconds)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,5 +33,6 @@ def _explain(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise FormatError(f"plan file {str(path)!r} does not exist")
     plan = Plan.from_json(path.read_text())
-    print(plan.explain(args.op).text())
+    progress = Progress("explain", "ops") if len(plan.ops) > PROGRESS_OPS and args.op is None else None
+    print(explain(plan, args.op, progress).text())
     return 0

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
+from spyreopt.cli.progress import Progress
 from spyreopt.errors import FormatError
 from spyreopt.hw.simulator import simulate
 from spyreopt.model.plan import Plan
@@ -33,7 +33,7 @@ def _simulate(args: argparse.Namespace) -> int:
         raise FormatError(f"plan file {str(path)!r} does not exist")
     plan = Plan.from_json(path.read_text())
     start = time.perf_counter()
-    result = simulate(plan, repeats=not args.full, progress=_Progress(start))
+    result = simulate(plan, repeats=not args.full, progress=Progress("simulate", "steps", start))
     print(f"{plan.graph.get('name', 'graph')}: {len(plan.ops)} ops, plan from {plan.backend}")
     print(result.table({o.name: o.predicted_us for o in plan.ops}))
     if result.repeated_loops:
@@ -48,19 +48,3 @@ def _simulate(args: argparse.Namespace) -> int:
         f"   [{time.perf_counter() - start:.1f} s]"
     )
     return 0
-
-
-class _Progress:
-    """``simulate: 640 of 1,286 steps (3.1 s)`` on stderr, every half second on a terminal (two otherwise) and at the end."""
-
-    def __init__(self, start: float):
-        self.start, self.shown = start, start
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done < total and now - self.shown < (0.5 if self.tty else 2.0):
-            return
-        self.shown = now
-        end = "\n" if done >= total or not self.tty else "\r"
-        print(f"simulate: {done:,} of {total:,} steps ({now - self.start:.1f} s)", end=end, file=sys.stderr, flush=True)

@@ -122,8 +122,9 @@ def fixed_cost(plan: Plan, op: str, choice: Choice) -> float:
     return problem.formulation.evaluate(problem.normalize([0] * len(problem.ops))) * COST_UNIT_US
 
 
-def explain(plan: Plan, op: str | None = None) -> Explanation:
-    """Every op's explanation (or only ``op``'s and its edges'), and every edge not in place."""
+def explain(plan: Plan, op: str | None = None, progress=None) -> Explanation:
+    """Every op's explanation (or only ``op``'s and its edges'), and every edge not in place; ``progress(done,
+    total)`` is called as ops are explained."""
     names = {o.name for o in plan.ops}
     if op is not None and op not in names:
         raise PlanError(
@@ -133,7 +134,13 @@ def explain(plan: Plan, op: str | None = None) -> Explanation:
 
     s = Search(plan)
     want = range(len(s.problem.ops)) if op is None else [s.problem.step[op]]
-    ops = [s.explain_op(i) for i in want]
+    ops = []
+    for n, i in enumerate(want):
+        if progress is not None:
+            progress(n, len(want))
+        ops.append(s.explain_op(i))
+    if progress is not None:
+        progress(len(want), len(want))
     edges = [
         s.explain_edge(e) for e in plan.edges if e.mode != "inplace" and (op is None or op in (e.producer, e.consumer))
     ]

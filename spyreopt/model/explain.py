@@ -7,7 +7,8 @@ assignment (the cheaper balance twin of every op it touches, as ``Problem.normal
 cost of the plan with that one decision pinned (``fixed_cost``). An alternative loses by the price of its own
 time and of each neighbouring edge whose mode it changes, or is impossible: a pair the tables forbid (a loop's
 rule, no legal edge mode), or the scratchpad over capacity at a named step, with the buffers live there.
-Staging bits stay as planned. Rendering is ``model.explain_text``.
+Staging bits stay as planned. "Fits" means the usage at every step is within capacity; the addresses of the
+changed plan would be placed anew (fragmentation is not checked). Rendering is ``model.explain_text``.
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ def signed(units: int) -> str:
 
 
 class Search:
+    """The plan's assignment in its rebuilt Problem, and every one-op change of it evaluated on demand."""
+
     def __init__(self, plan: Plan):
         self.plan = plan
         self.notes: list[str] = []
@@ -62,7 +64,7 @@ class Search:
         self.f = f = problem.formulation
         self.a = list(problem.normalize(a))
         self.base = f.evaluate(self.a)
-        if abs(self.base * US - plan.cost_us) > 1e-3 * max(1.0, plan.cost_us) * 1e-3:
+        if abs(self.base * US - plan.cost_us) > 1e-6 * max(1.0, plan.cost_us):
             self.notes.append(f"the plan states {plan.cost_us:,.3f} µs; its decisions evaluate to {us(self.base)}")
         self.profile = f.usage_profile(self.a)
         self.n_data = len(problem.edges)

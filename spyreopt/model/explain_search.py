@@ -74,9 +74,17 @@ class Search:
         }
         self._index: dict[int, dict] = {}
         self._groups: dict[int, dict] = {}
+        self._touched: dict[int, tuple] = {}
+        self._before: dict[int, int] = {}  # the plan's local objective around each op
 
     # ---- one change, exactly ------------------------------------------------
     def _affected(self, i: int) -> tuple[list[int], list[int], list[int]]:
+        """(incident edges, max terms, consumers) that a change of op i touches."""
+        if i not in self._touched:
+            self._touched[i] = self._touches(i)
+        return self._touched[i]
+
+    def _touches(self, i: int) -> tuple[list[int], list[int], list[int]]:
         f = self.f
         edges = f.incident_edges(i)
         consumers = sorted({f.edges[k].v for k in edges if k < self.n_data and f.edges[k].v != i})
@@ -123,7 +131,9 @@ class Search:
         """(objective, new candidates by op) of the plan with op i on candidate s: the exact objective."""
         a = self.a
         _, _, consumers = self._affected(i)
-        before = self._local(i, a)
+        if i not in self._before:
+            self._before[i] = self._local(i, a)
+        before = self._before[i]
         saved = {j: a[j] for j in [i, *consumers]}
         a[i] = s
         for j in consumers:

@@ -107,3 +107,17 @@ def test_a_forbidden_capability_is_named_and_the_best_alternative_respects_it():
             assert best.cost_us == pytest.approx(fixed_cost(plan, x.op, best.choice), abs=1e-6)
     spill = next(e for e in ex.edges if e.mode == "spill")
     assert "the plan forbids relayout" in spill.reasons[1]
+
+
+def test_a_whole_model_plan_is_explained_op_by_op():
+    """A four-layer decoder planned one layer at a time and stitched: every op and edge gets its reason."""
+    from spyreopt.models import preset
+
+    plan = so.solve(preset("tiny", layers=4), backend="greedy", decompose="layers")
+    ex = plan.explain()
+    assert not ex.notes  # every decision is one of the enumerated candidates, and the cost is the plan's
+    assert len(ex.ops) == len(plan.ops) > 100 and all(x.alternatives or x.note for x in ex.ops)
+    assert all(e.reasons for e in ex.edges) and len(ex.edges) == sum(e.mode != "inplace" for e in plan.edges)
+    costed = [(x.op, a) for x in ex.ops for a in x.alternatives if a.cost_us is not None]
+    for op, alt in costed[:: max(1, len(costed) // 8)]:
+        assert alt.cost_us == pytest.approx(fixed_cost(plan, op, alt.choice), abs=1e-6), (op, alt.kind)

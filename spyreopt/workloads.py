@@ -29,6 +29,7 @@ def mlp(tokens: int = 128, d_model: int = 256, d_ff: int = 1024, dtype: str = "f
 
 
 def swiglu(tokens: int = 128, d_model: int = 256, d_ff: int = 1024, dtype: str = "fp16") -> Graph:
+    """Gated MLP (gate, up, silu, multiply, down): two matmuls read one input, a third reads their product."""
     g = Graph("swiglu")
     _swiglu(g, g.input("x", (tokens, d_model), dtype), d_model, d_ff, dtype, "")
     g.output(list(g.ops)[-1])
@@ -76,6 +77,7 @@ def _mha(g: Graph, x: str, seq: int, d_model: int, heads: int, dtype: str, p: st
 
 
 def layernorm(rows: int = 512, cols: int = 1024, dtype: str = "fp16") -> Graph:
+    """Layer norm over 1024 columns with scale and shift, decomposed into eight ops."""
     g = Graph("layernorm")
     x = g.input("x", (rows, cols), dtype)
     g.output(g.layernorm(x, g.weight("gamma", (cols,), dtype), g.weight("beta", (cols,), dtype), name="ln"))
@@ -83,6 +85,7 @@ def layernorm(rows: int = 512, cols: int = 1024, dtype: str = "fp16") -> Graph:
 
 
 def rmsnorm(rows: int = 512, cols: int = 1024, dtype: str = "fp16") -> Graph:
+    """RMS norm over 1024 columns with a scale, decomposed into five ops."""
     g = Graph("rmsnorm")
     x = g.input("x", (rows, cols), dtype)
     g.output(g.rmsnorm(x, g.weight("gamma", (cols,), dtype), name="rms"))
@@ -103,7 +106,10 @@ def decode_proj(m: int = 8, k: int = 4096, n: int = 4096, dtype: str = "fp16") -
     return g
 
 
-def transformer_block(seq: int = 128, d_model: int = 256, heads: int = 4, d_ff: int = 512, dtype: str = "fp16") -> Graph:
+def transformer_block(
+    seq: int = 128, d_model: int = 256, heads: int = 4, d_ff: int = 512, dtype: str = "fp16"
+) -> Graph:
+    """A pre-norm decoder block: rmsnorm, multi-head attention, residual, rmsnorm, SwiGLU, residual."""
     g = Graph("transformer_block")
     x = g.input("x", (1, seq, d_model), dtype)  # [1, S, E]: the heads' sum keeps a leading 1
     _block(g, x, seq, d_model, heads, d_ff, dtype, "")
@@ -119,8 +125,10 @@ def _block(g: Graph, x: str, seq: int, d_model: int, heads: int, d_ff: int, dtyp
     return g.pointwise("add", x1, _swiglu(g, h2, d_model, d_ff, dtype, p), name=f"{p}resid2")
 
 
-def layer_stack(layers: int = 4, seq: int = 32, d_model: int = 256, heads: int = 4, d_ff: int = 512, dtype: str = "fp16") -> Graph:
-    """A decode-like stack of identical transformer blocks (about 25 ops per layer)."""
+def layer_stack(
+    layers: int = 4, seq: int = 32, d_model: int = 256, heads: int = 4, d_ff: int = 512, dtype: str = "fp16"
+) -> Graph:
+    """A stack of identical small transformer blocks (about 25 ops per layer; ``layers=`` sets the depth)."""
     g = Graph(f"layer_stack_{layers}")
     x = g.input("x", (1, seq, d_model), dtype)  # every layer maps [1, S, E] to [1, S, E]
     for i in range(layers):
@@ -193,13 +201,22 @@ SMALL = ("softmax", "mlp", "swiglu", "sdpa", "layernorm", "rmsnorm")
 
 
 def names() -> list[str]:
+    """The small built-in workloads (``EXTRA`` holds the stack and the model-scale ones; ``spyreopt workloads``
+    lists both)."""
     return list(WORKLOADS)
 
 
-def get(name: str, **shape) -> Graph:
+def get_builder(name: str) -> Callable[..., Graph]:
+    """The function that builds workload ``name`` (its docstring says what it is; its keywords, the shape)."""
     builder = WORKLOADS.get(name) or EXTRA.get(name)
     if builder is None:
         raise GraphError(f"unknown workload {name!r}; known: {', '.join(list(WORKLOADS) + list(EXTRA))}")
+    return builder
+
+
+def get(name: str, **shape) -> Graph:
+    """Workload ``name`` at its published shape, or with ``shape`` keywords overriding it (GraphError if unknown)."""
+    builder = get_builder(name)
     try:
         return builder(**shape)
     except TypeError as exc:

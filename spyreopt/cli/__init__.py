@@ -18,6 +18,10 @@ COMMANDS = {
     "workloads": ("solve", "list the built-in workloads and model presets"),
     "solve": ("solve", "plan a built-in workload, a graph JSON or a model preset and print the plan"),
     "show": ("show", "print a plan and draw its scratchpad and cost pictures"),
+    "explain": (
+        "explain",
+        "explain a plan: each op's best rejected alternatives and their cost, each edge not in place",
+    ),
     "simulate": ("simulate", "simulate a plan JSON and print total and per-op simulated microseconds"),
     "place": ("place", "assign scratchpad offsets to buffers (MiniMalloc CSV)"),
     "iopddl": ("iopddl", "solve an IOPDDL contest instance (JSON or JSON.gz)"),

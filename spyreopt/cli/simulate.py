@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
+from spyreopt.cli.progress import Progress
 from spyreopt.errors import FormatError
 from spyreopt.hw.simulator import simulate
 from spyreopt.model.plan import Plan
@@ -19,6 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "An illegal plan is reported with the op, buffer, core, address and step.",
     )
     p.add_argument("plan", help="plan JSON file")
+    p.add_argument(
+        "--full", action="store_true", help="simulate every instance of a repeated tiled loop (slower on whole models)"
+    )
     p.set_defaults(func=_simulate)
 
 
@@ -27,11 +32,19 @@ def _simulate(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise FormatError(f"plan file {str(path)!r} does not exist")
     plan = Plan.from_json(path.read_text())
-    result = simulate(plan)
+    start = time.perf_counter()
+    result = simulate(plan, repeats=not args.full, progress=Progress("simulate", "steps", start))
     print(f"{plan.graph.get('name', 'graph')}: {len(plan.ops)} ops, plan from {plan.backend}")
     print(result.table({o.name: o.predicted_us for o in plan.ops}))
+    if result.repeated_loops:
+        print(
+            f"{result.repeated_loops} of {len(result.loops)} tiled loops repeat a loop simulated before and take its "
+            f"times (identical ops, slices, addresses and scratchpad load: the same timing; their scratchpad "
+            f"checks are not repeated; --full simulates every one)"
+        )
+    ratio = result.time_us / plan.cost_us if plan.cost_us else float("nan")
     print(
-        f"predicted {plan.cost_us:.3f} us   simulated {result.time_us:.3f} us   "
-        f"(simulated / predicted {result.time_us / plan.cost_us if plan.cost_us else float('nan'):.3f})"
+        f"predicted {plan.cost_us:,.3f} µs   simulated {result.time_us:,.3f} µs   (simulated / predicted {ratio:.3f})"
+        f"   [{time.perf_counter() - start:.1f} s]"
     )
     return 0

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from spyreopt import workloads
 from spyreopt.api import solve
-from spyreopt.errors import GraphError
+from spyreopt.errors import GraphError, SpyreoptError
 from spyreopt.model.graph import Graph
+from spyreopt.model.plan_summary import summary_line
+from spyreopt.model.plan_table import edge_lines, notes
 from spyreopt.model.restrict import load_pin
 from spyreopt.solvers.registry import names as backend_names
 
@@ -46,6 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--decompose", choices=["layers"], help="solve each distinct repeated layer once")
     s.add_argument("--pin", metavar="FILE.json", help='{op: {"division": {dim: parts}, "residency": "lx"|"hbm"}}')
     s.add_argument("--forbid", default="", help="capabilities, e.g. relayout,staging (see spyreopt.model.restrict)")
+    s.add_argument(
+        "--no-baselines", action="store_true", help="skip the independent and hbm baselines beside the total"
+    )
     m = s.add_argument_group("model presets (model:NAME)")
     m.add_argument("--phase", choices=["prefill", "decode"], help="prefill (default) or one decode step")
     m.add_argument("--seq", type=int, help="tokens: prefill length (default 2048) or new tokens per decode step (1)")
@@ -58,13 +63,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _workloads(args: argparse.Namespace) -> int:
     from spyreopt.models import PRESETS
 
-    for name in workloads.names():
+    scale = {name: "model scale, tiled loops" for name in workloads.TILED}
+    for name in [*workloads.names(), *workloads.EXTRA]:
         g = workloads.get(name)
-        doc = (workloads.WORKLOADS[name].__doc__ or "").strip().splitlines()
-        print(f"{name:20s} {len(g.ops):4d} ops   {doc[0] if doc else ''}")
+        doc = " ".join((workloads.get_builder(name).__doc__ or "").split())
+        first = doc.split(". ")[0].rstrip(".")
+        first = first if len(first) <= 100 else first[:97].rstrip() + "..."
+        extra = f" [{scale[name]}]" if name in scale else ""
+        print(f"{name:20s} {len(g.ops):4d} ops   {first}{extra}")
     for name, p in PRESETS.items():
         print(f"model:{name:14s} {p.layers:4d} layers  hidden {p.hidden}, {p.heads}/{p.kv_heads} heads ({p.source})")
     return 0
+
+
+def baselines(graph: Graph, decompose: str | None = None) -> dict[str, float]:
+    """The cost (µs) of the ``independent`` and ``hbm`` baselines: one pass each (each distinct layer once for a
+    model preset, which for these two gives the whole graph's plan); a baseline that fails is left out."""
+    out = {}
+    for name in ("independent", "hbm"):
+        try:
+            out[name] = solve(graph, backend=name, decompose=decompose).cost_us
+        except SpyreoptError:
+            continue
+    return out
 
 
 def _solve(args: argparse.Namespace) -> int:
@@ -74,22 +95,20 @@ def _solve(args: argparse.Namespace) -> int:
         graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache, decompose=args.decompose,
         pin=load_pin(args.pin) if args.pin else None, forbid=args.forbid,
     )  # fmt: skip
+    wall = time.perf_counter() - start
     is_model = args.target.startswith(MODEL_PREFIX)
     print(f"{graph.name}: {len(graph.ops)} ops")
     cached = plan.stats.get("timing", {}).get("cache")
     if cached:
         print(f"plan cache {args.cache}: {'hit' if cached['hit'] else 'miss'}")
     if not is_model or args.table:
-        print(plan.table())
+        print(plan.table(summary=False))
     else:
-        modes: dict[str, int] = {}
-        for e in plan.edges:
-            modes[e.mode] = modes.get(e.mode, 0) + 1
-        print("edges: " + ", ".join(f"{n} {m}" for m, n in sorted(modes.items())))
-        if plan.message:
-            print(f"note: {plan.message}")
-    wall = time.perf_counter() - start
-    print(f"total {plan.cost_us:,.3f} us predicted   [{plan.backend}, {plan.status}, {wall:.1f} s wall with the build]")
+        print("\n".join(edge_lines(plan)))
+    found = {} if args.no_baselines else baselines(graph, decompose="layers" if is_model else None)
+    print(summary_line(plan, found, f"{wall:.1f} s wall with the build"))
+    for line in notes(plan):
+        print(line)
     if args.out:
         Path(args.out).write_text(plan.to_json())
         print(f"plan written to {args.out}")

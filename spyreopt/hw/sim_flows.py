@@ -25,12 +25,14 @@ moves at a constant rate; an event is a transfer or a compute tile finishing
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from spyreopt.hw.sim_machine import Machine
 
 EPS = 1e-9
+MEMO_SIZE = 4096  # distinct phases remembered (per process): a whole model has a few hundred
 
 
 @dataclass
@@ -124,7 +126,26 @@ class _Pipe:
 
 
 def run_pipeline(jobs: list[CoreJob], m: Machine) -> PhaseResult:
-    """Simulate every core's job at once over the shared device memory; returns the phase's makespan."""
+    """Simulate every core's job at once over the shared device memory; returns the phase's makespan.
+
+    A pure function of the jobs and the machine, so a phase seen before (the same op in every layer of a
+    model) is answered from a cache: exactly what simulating it again would give."""
+    key = tuple(astuple_job(j) for j in jobs)
+    r = _pipeline(m, key)
+    return PhaseResult(r.time_ns, dict(r.compute_ns), r.read_bytes, r.write_bytes)
+
+
+def astuple_job(j: CoreJob) -> tuple:
+    return (j.core, j.read_bytes, j.read_requests, j.compute_ns, j.write_bytes, j.write_requests,
+            j.read_shared_bytes, j.read_served_bytes)  # fmt: skip
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _pipeline(m: Machine, key: tuple) -> PhaseResult:
+    return _simulate_pipeline([CoreJob(*k) for k in key], m)
+
+
+def _simulate_pipeline(jobs: list[CoreJob], m: Machine) -> PhaseResult:
     pipes = [_Pipe(j, m) for j in jobs if j.read_bytes or j.write_bytes or j.compute_ns]
     result = PhaseResult(compute_ns={j.core: j.compute_ns for j in jobs})
     result.read_bytes = sum(j.served for j in jobs)
@@ -225,7 +246,16 @@ def max_min_rates(incidence: np.ndarray, capacity: np.ndarray, caps: np.ndarray)
 
 
 def run_ring(transfers: list[RingTransfer], m: Machine) -> float:
-    """Makespan (ns) of a set of concurrent core-to-core transfers."""
+    """Makespan (ns) of a set of concurrent core-to-core transfers (a pure function: cached like a pipeline)."""
+    return _ring(m, tuple((t.src, t.dst, t.nbytes, t.requests) for t in transfers))
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _ring(m: Machine, key: tuple) -> float:
+    return _simulate_ring([RingTransfer(*k) for k in key], m)
+
+
+def _simulate_ring(transfers: list[RingTransfer], m: Machine) -> float:
     moves = [t for t in transfers if t.nbytes > 0]
     if not moves:
         return 0.0

@@ -11,6 +11,7 @@ simulator never reads the cost model: its times come from these mechanisms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import ceil, prod
 
 from spyreopt.model.graph import TRANSCENDENTAL
@@ -157,6 +158,7 @@ def sticks_of(box: Box, stick: int, elem_bytes: int, stick_bytes: int) -> int:
     return box_padded_bytes(box, stick, elem_bytes, stick_bytes) // stick_bytes
 
 
+@lru_cache(maxsize=1 << 16)
 def requests(
     part: Box, whole: Box, stick: int, elem_bytes: int, stick_bytes: int, burst_sticks: int
 ) -> tuple[int, int]:

@@ -24,7 +24,9 @@ plan that reads a slice that is not there or writes over a live one (see
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from spyreopt.errors import PlanError
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
@@ -32,6 +34,7 @@ from spyreopt.hw.sim_loop import loops_of
 from spyreopt.hw.sim_loop_run import run_loop
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
 from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
+from spyreopt.hw.sim_repeat import loop_key, record, replay
 from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace, kept_slices
 from spyreopt.model.layout import box_padded_bytes, intersect
@@ -55,6 +58,7 @@ class SimResult:
     device_write_bytes: float = 0.0
     op_start_us: dict[str, float] = field(default_factory=dict)
     loops: list[dict] = field(default_factory=list)  # per tiled loop: tiles, double buffering, times (see sim_loop_run)
+    repeated_loops: int = 0  # loops that repeat one simulated before and took its times (``hw.sim_repeat``)
 
     @property
     def peak_lx_bytes(self) -> list[int]:
@@ -97,6 +101,12 @@ def _add_read(job: CoreJob, nbytes: int, nreq: int) -> None:
     job.read_requests += nreq
 
 
+@lru_cache(maxsize=1 << 15)
+def _fragments(owners: tuple, box) -> tuple[tuple[int, tuple], ...]:
+    """The (core, block) parts of ``box`` each owner holds: a pure function, the same in every layer of a model."""
+    return tuple((o, part) for o, obox in owners if (part := intersect(obox, box)) is not None)
+
+
 class _Run:
     def __init__(self, plan: Plan, params: SimParams | None):
         self.trace = Trace(plan)
@@ -131,11 +141,7 @@ class _Run:
 
     def _sources(self, s: Step, od: Operand, prod: Step, c: int, box, limit: int | None) -> list[tuple[int, tuple]]:
         """Owner cores of the producer whose slices overlap ``box``, each checked to still hold its slice."""
-        frags = []
-        for o, obox in prod.layout.owner_boxes.items():
-            part = intersect(obox, box)
-            if part is not None:
-                frags.append((o, part))
+        frags = _fragments(tuple(prod.layout.owner_boxes.items()), box)
         if limit is not None and len(frags) > limit:
             raise PlanError(
                 f"op {s.name!r} at step {s.index}: relayout of tensor {od.ref.base!r} to core {c} gathers "
@@ -387,9 +393,21 @@ class _Run:
         return sum(ns.values()), ns, reads, written
 
 
-def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
-    """Simulate a plan on the machine it was made for; PlanError (op, buffer, core, address, step) if it is illegal."""
+def simulate(
+    plan: Plan,
+    params: SimParams | None = None,
+    *,
+    repeats: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Simulate a plan on the machine it was made for; PlanError (op, buffer, core, address, step) if it is illegal.
+
+    With ``repeats`` a tiled loop identical to one already simulated takes its times (``hw.sim_repeat``: exact
+    for the timing, its scratchpad checks skipped; ``SimResult.repeated_loops`` counts them). ``progress(done,
+    total)`` is called as steps complete."""
     run = _Run(plan, params)
+    seen: dict = {}
+    repeated = 0
     t = 0.0
     op_us, breakdown, starts = {}, {}, {}
     reads = writes = 0.0
@@ -400,8 +418,18 @@ def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
         if s.index in inside and s.index not in loops:
             continue
         run.lx.release(s.index)
+        if progress is not None:
+            progress(s.index, len(run.trace.steps))
         if s.index in loops:
-            lt = run_loop(run, loops[s.index], t)
+            lp = loops[s.index]
+            key = loop_key(run, lp) if repeats else None
+            if key in seen:
+                lt, repeated = replay(run, lp, t, seen[key]), repeated + 1
+            else:
+                rec = record(run, lp, t, run_loop)
+                lt = rec.time
+                if key is not None:
+                    seen[key] = rec
             for name in lt.ns:
                 starts[name] = (t + lt.start[name]) * 1e-3
                 op_us[name] = sum(lt.ns[name].values()) * 1e-3
@@ -423,4 +451,6 @@ def simulate(plan: Plan, params: SimParams | None = None) -> SimResult:
     for c in range(run.m.hw.cores):
         run.occupancy[c].append((t * 1e-3, run.lx.used(c)))
     busy = [b / t if t > 0 else 0.0 for b in run.busy]
-    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts, loop_info)
+    if progress is not None:
+        progress(len(run.trace.steps), len(run.trace.steps))
+    return SimResult(t * 1e-3, op_us, breakdown, busy, run.occupancy, reads, writes, starts, loop_info, repeated)

@@ -2,7 +2,8 @@
 
 Composite ops (softmax, layernorm, rmsnorm) are decomposed into primitive ops
 the way the compiler would; transpose/permute are views (they move no data,
-the stick dim moves with them); reshape materialises a copy.
+the stick dim moves with them); reshape materialises a copy. The JSON form
+(``to_json``, version ``GRAPH_VERSION``) is documented in docs/formats.md.
 """
 
 from __future__ import annotations
@@ -16,12 +17,19 @@ import networkx as nx
 from spyreopt.errors import FormatError, GraphError
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1, "int64": 8}  # int64: index tensors (inductor adapter)
-POINTWISE_FNS = {
-    "add", "sub", "mul", "div", "max", "min", "neg", "exp", "log", "sqrt", "rsqrt", "recip",
-    "gelu", "silu", "relu", "tanh", "sigmoid", "square", "copy", "pow",
-}  # fmt: skip
+DTYPES = tuple(DTYPE_BYTES)
+"""Element types a tensor may have (``DTYPE_BYTES`` gives their sizes)."""
+POINTWISE_FUNCTIONS = (
+    "add", "sub", "mul", "div", "max", "min", "pow",  # binary (broadcasting)
+    "neg", "exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "relu", "tanh", "sigmoid", "square", "copy",
+)  # fmt: skip
+"""Functions ``Graph.pointwise`` takes (``so.POINTWISE_FUNCTIONS``)."""
+REDUCTIONS = ("sum", "max", "min", "mean")
+"""Functions ``Graph.reduce`` takes (``so.REDUCTIONS``)."""
+POINTWISE_FNS = set(POINTWISE_FUNCTIONS)
 TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}  # slow path
-REDUCE_FNS = {"sum", "max", "min", "mean"}
+REDUCE_FNS = set(REDUCTIONS)
+GRAPH_VERSION = 1  # of the JSON form; readers accept it and files without a version (written before it existed)
 DEFAULT_DEVICE_MEMORY = 128 << 30  # HardwareSpec().device_memory_bytes; checked again per problem
 
 OP_KINDS = ("matmul", "pointwise", "reduce", "view", "reshape")
@@ -73,7 +81,17 @@ def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class Graph:
-    """A builder of ops over named tensors. Every method returns the output tensor's name."""
+    """A builder of ops over named tensors, in schedule order. Every builder method returns the name of the
+    tensor it made (an op's output is named after the op), to pass to later ops::
+
+        g = so.Graph("mlp")
+        x = g.input("x", (128, 256))                    # fp16 by default
+        h = g.pointwise("gelu", g.matmul(x, g.weight("w1", (256, 1024))), name="gelu")
+        g.output(g.matmul(h, g.weight("w2", (1024, 256)), name="down"))
+        print(g.summary())
+
+    Functions: ``POINTWISE_FUNCTIONS``, ``REDUCTIONS``; element types: ``DTYPES``. Mistakes raise
+    ``so.GraphError`` naming the op and the reason."""
 
     def __init__(self, name: str = "graph", device_memory_bytes: int = DEFAULT_DEVICE_MEMORY):
         self.name = name
@@ -126,18 +144,35 @@ class Graph:
             raise GraphError(f"op {op_name!r}: an op with this name already exists")
         for x in inputs:
             self._tensor(op_name, x)
-        out = self._add_tensor(op_name, op_name if op_name not in self.tensors else self._fresh(op_name), shape, dtype, "activation", op_name)
+        out = self._add_tensor(
+            op_name,
+            op_name if op_name not in self.tensors else self._fresh(op_name),
+            shape,
+            dtype,
+            "activation",
+            op_name,
+        )
         self.ops[op_name] = Op(op_name, kind, tuple(inputs), out, dict(attrs))
         return out
 
-    # ---- leaves ------------------------------------------------------------
+    # leaves
     def input(self, name: str, shape, dtype: str = "fp16") -> str:
+        """Add a graph input (an activation the program receives, in device memory); returns its name.
+
+        ``shape``: positive ints; ``dtype``: one of ``DTYPES`` (fp16, bf16, fp32, fp8, int64).
+        Raises GraphError on a duplicate name, a bad shape or an unknown dtype."""
         return self._add_tensor(name, name, shape, dtype, "input", None)
 
     def weight(self, name: str, shape, dtype: str = "fp16") -> str:
+        """Add a weight (a constant in device memory, read like an input); returns its name.
+
+        Same arguments and errors as ``input``."""
         return self._add_tensor(name, name, shape, dtype, "weight", None)
 
     def output(self, x: str) -> str:
+        """Mark tensor ``x`` as a graph output (written to device memory); returns ``x``.
+
+        Raises GraphError if ``x`` is unknown or is an input or weight rather than computed by an op."""
         t = self._tensor("output", x)
         if t.producer is None:
             raise GraphError(f"op 'output': tensor {x!r} is a graph input or weight, not computed by any op")
@@ -145,8 +180,13 @@ class Graph:
             self.outputs.append(x)
         return x
 
-    # ---- compute ops -------------------------------------------------------
+    # compute ops
     def matmul(self, a: str, b: str, *, name: str | None = None, dtype: str | None = None) -> str:
+        """``a @ b``: a [..., M, K] times b [..., K, N] gives [..., M, N]; leading (batch) dims broadcast.
+
+        ``name`` names the op and its output (default ``matmul``, made unique); ``dtype`` of the output
+        defaults to a's. Raises GraphError for operands of rank < 2, mismatched K, batch dims that do not
+        broadcast, or an op name already used."""
         op = name or "matmul"
         ta, tb = self._tensor(op, a), self._tensor(op, b)
         if len(ta.shape) < 2 or len(tb.shape) < 2:
@@ -160,6 +200,10 @@ class Graph:
         return self._add_op("matmul", [a, b], shape, dtype or ta.dtype, {}, name, "matmul")
 
     def pointwise(self, fn: str, *xs: str, name: str | None = None, dtype: str | None = None) -> str:
+        """Elementwise ``fn`` (one of ``POINTWISE_FUNCTIONS``) over ``xs`` with numpy broadcasting.
+
+        The output has the broadcast shape and the first operand's dtype unless ``dtype`` is given.
+        Raises GraphError for an unknown function, no operands, or shapes that do not broadcast."""
         op = name or fn
         if fn not in POINTWISE_FNS:
             raise GraphError(f"op {op!r}: unknown pointwise function {fn!r}; known: {sorted(POINTWISE_FNS)}")
@@ -170,7 +214,10 @@ class Graph:
         return self._add_op("pointwise", list(xs), shape, dtype or ts[0].dtype, {"fn": fn}, name, fn)
 
     def reduce(self, fn: str, x: str, dims, *, name: str | None = None, dtype: str | None = None) -> str:
-        """Reduce over ``dims`` keeping them as size-1 dims (keepdim), so results broadcast back."""
+        """Reduce ``x`` with ``fn`` (one of ``REDUCTIONS``) over ``dims`` (an int or ints, negative from the
+        end), keeping them as size-1 dims (keepdim) so the result broadcasts back against ``x``.
+
+        Raises GraphError for an unknown function, or dims that are empty, repeated or out of range."""
         op = name or f"reduce_{fn}"
         if fn not in REDUCE_FNS:
             raise GraphError(f"op {op!r}: unknown reduction {fn!r}; known: {sorted(REDUCE_FNS)}")
@@ -183,6 +230,8 @@ class Graph:
         return self._add_op("reduce", [x], shape, dtype or t.dtype, {"fn": fn, "dims": list(norm)}, name, f"{fn}")
 
     def permute(self, x: str, perm, *, name: str | None = None) -> str:
+        """A view of ``x`` with its dims reordered (output dim i is input dim ``perm[i]``): no data moves,
+        the stick dim moves with the view. Raises GraphError if ``perm`` is not a permutation of x's dims."""
         op = name or "permute"
         t = self._tensor(op, x)
         perm = tuple(int(p) for p in perm)
@@ -192,6 +241,7 @@ class Graph:
         return self._add_op("view", [x], shape, t.dtype, {"perm": list(perm)}, name, "permute")
 
     def transpose(self, x: str, d0: int = -2, d1: int = -1, *, name: str | None = None) -> str:
+        """A view of ``x`` with dims ``d0`` and ``d1`` swapped (default the last two): ``permute``."""
         t = self._tensor(name or "transpose", x)
         rank = len(t.shape)
         perm = list(range(rank))
@@ -199,6 +249,8 @@ class Graph:
         return self.permute(x, perm, name=name or self._fresh("transpose"))
 
     def reshape(self, x: str, shape, *, name: str | None = None) -> str:
+        """``x`` with a new shape of the same element count: a copy (an op the planner divides like a
+        pointwise one). Raises GraphError when the element counts differ."""
         op = name or "reshape"
         t = self._tensor(op, x)
         shape = tuple(int(d) for d in shape)
@@ -209,8 +261,10 @@ class Graph:
             raise GraphError(f"op {op!r}: cannot reshape {t.shape} ({t.numel} elements) to {shape} ({n})")
         return self._add_op("reshape", [x], shape, t.dtype, {}, name, "reshape")
 
-    # ---- composites --------------------------------------------------------
+    # composites, decomposed into primitive ops named ``{name}.{part}``
     def softmax(self, x: str, dim: int = -1, *, name: str | None = None) -> str:
+        """Softmax of ``x`` along ``dim`` as five ops: ``.max``, ``.sub``, ``.exp``, ``.sum``, ``.div``;
+        returns the output's name (the ``.div``). Raises GraphError for a bad dim or a name already used."""
         p = name or self._fresh("softmax")
         m = self.reduce("max", x, dim, name=f"{p}.max")
         s = self.pointwise("sub", x, m, name=f"{p}.sub")
@@ -219,6 +273,9 @@ class Graph:
         return self.pointwise("div", e, z, name=f"{p}.div")
 
     def layernorm(self, x: str, gamma: str | None = None, beta: str | None = None, *, name: str | None = None) -> str:
+        """Layer norm over the last dim (no epsilon term: it costs nothing to plan) as ``.mean``, ``.center``,
+        ``.square``, ``.var``, ``.rsqrt``, ``.norm`` and, given ``gamma`` / ``beta`` tensors that broadcast
+        against x, ``.scale`` / ``.shift``. Returns the output's name."""
         p = name or self._fresh("layernorm")
         mu = self.reduce("mean", x, -1, name=f"{p}.mean")
         c = self.pointwise("sub", x, mu, name=f"{p}.center")
@@ -232,6 +289,8 @@ class Graph:
         return y
 
     def rmsnorm(self, x: str, gamma: str | None = None, *, name: str | None = None) -> str:
+        """RMS norm over the last dim as ``.square``, ``.meansq``, ``.rsqrt``, ``.norm`` and, given ``gamma``,
+        ``.scale``. Returns the output's name."""
         p = name or self._fresh("rmsnorm")
         ms = self.reduce("mean", self.pointwise("square", x, name=f"{p}.square"), -1, name=f"{p}.meansq")
         r = self.pointwise("rsqrt", ms, name=f"{p}.rsqrt")
@@ -240,8 +299,9 @@ class Graph:
             y = self.pointwise("mul", y, gamma, name=f"{p}.scale")
         return y
 
-    # ---- queries -----------------------------------------------------------
+    # queries
     def to_networkx(self) -> nx.DiGraph:
+        """The op graph: a node per op (attribute ``kind``), an edge per producer -> consumer (``tensor``)."""
         g = nx.DiGraph()
         for o in self.ops.values():
             g.add_node(o.name, kind=o.kind)
@@ -260,8 +320,34 @@ class Graph:
         if not self.outputs:
             raise GraphError(f"graph {self.name!r}: no outputs; mark at least one with Graph.output")
 
-    # ---- JSON --------------------------------------------------------------
+    def __repr__(self) -> str:
+        kinds: dict[str, int] = {}
+        for o in self.ops.values():
+            kinds[o.kind] = kinds.get(o.kind, 0) + 1
+        ops = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no ops"
+        leaves = sum(t.producer is None for t in self.tensors.values())
+        outs = len(self.outputs)
+        return f"<Graph {self.name!r}: {len(self.ops)} ops ({ops}), {leaves} inputs and weights, {outs} output{'s' * (outs != 1)}>"
+
+    def summary(self, limit: int = 40) -> str:
+        """A readable listing: each leaf and op (kind, function, shape, dtype, inputs), at most ``limit`` ops."""
+        lines = [repr(self)]
+        for t in self.tensors.values():
+            if t.producer is None:
+                lines.append(f"  {t.role:6s} {t.name}: {list(t.shape)} {t.dtype}")
+        for n, o in enumerate(self.ops.values()):
+            if n == limit:
+                lines.append(f"  ... {len(self.ops) - limit} more ops")
+                break
+            out = self.tensors[o.output]
+            what = o.kind + (f" {o.attrs['fn']}" if "fn" in o.attrs else "")
+            mark = "  (output)" if o.output in self.outputs else ""
+            lines.append(f"  {what:14s} {o.name}({', '.join(o.inputs)}): {list(out.shape)} {out.dtype}{mark}")
+        return "\n".join(lines)
+
+    # JSON (docs/formats.md)
     def to_dict(self) -> dict:
+        """The graph as plain data: ``version``, ``name``, ``leaves``, ``ops`` (schedule order), ``outputs``."""
         leaves = [
             {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "role": t.role}
             for t in self.tensors.values()
@@ -279,19 +365,29 @@ class Graph:
             }
             for o in self.ops.values()
         ]
-        return {"name": self.name, "leaves": leaves, "ops": ops, "outputs": list(self.outputs)}
+        return {
+            "version": GRAPH_VERSION,
+            "name": self.name,
+            "leaves": leaves,
+            "ops": ops,
+            "outputs": list(self.outputs),
+        }
 
     def to_json(self) -> str:
+        """``to_dict`` as deterministic JSON (sorted keys)."""
         return json.dumps(self.to_dict(), sort_keys=True, indent=1)
 
     @classmethod
     def from_dict(cls, data: Any) -> Graph:
+        """Rebuild a graph by replaying its ops through the builder; FormatError or GraphError naming the field,
+        op or tensor when the data is malformed, FormatError for a version this spyreopt does not read."""
         from spyreopt.model.graph_json import graph_from_dict
 
         return graph_from_dict(data)
 
     @classmethod
     def from_json(cls, text: str) -> Graph:
+        """``from_dict`` of a JSON text (FormatError when it is not JSON)."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from spyreopt.errors import FormatError, GraphError
-from spyreopt.model.graph import Graph
+from spyreopt.model.graph import GRAPH_VERSION, Graph
 
 
 def _field(obj: Any, key: str, kind: type | tuple, where: str) -> Any:
@@ -33,7 +33,17 @@ def _shape(obj: dict, where: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def check_version(data: Any, supported: int, what: str) -> None:
+    """A ``version`` this spyreopt reads: ``supported``, or none (files written before versions existed)."""
+    if isinstance(data, dict) and "version" in data and data["version"] != supported:
+        raise FormatError(
+            f"{what}: version {data['version']!r} is not supported; this spyreopt reads version {supported} "
+            f"(and files without a version)"
+        )
+
+
 def graph_from_dict(data: Any) -> Graph:
+    check_version(data, GRAPH_VERSION, "graph JSON")
     name = _field(data, "name", str, "graph")
     g = Graph(name)
     for i, leaf in enumerate(_field(data, "leaves", list, "graph")):

@@ -15,6 +15,7 @@ from spyreopt.errors import FormatError
 from spyreopt.model.plan_table import plan_table
 
 EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
+PLAN_VERSION = 1  # of the JSON form (docs/formats.md); readers accept it and files without a version
 STATUSES = ("optimal", "feasible", "timeout", "interrupted", "infeasible", "error")
 
 
@@ -110,9 +111,16 @@ class Plan:
             return None
         return max(self.cost_us - self.bound_us, 0.0) / self.cost_us
 
-    def table(self) -> str:
-        """A readable per-op table and the total."""
-        return plan_table(self)
+    def table(self, summary: bool = True) -> str:
+        """A readable per-op table with a legend and the edges not in place; the total line with ``summary``."""
+        return plan_table(self, summary)
+
+    def explain(self, op: str | None = None):
+        """Why each op (or only ``op``) has its decision: its best rejected alternatives with their exact plan
+        cost and the price of each change, and why each edge not in place is not (``model.explain``)."""
+        from spyreopt.model.explain import explain
+
+        return explain(self, op)
 
     def show(self):
         """Render the main pictures (scratchpad over time, cost breakdown) in a notebook."""
@@ -124,6 +132,7 @@ class Plan:
     def to_dict(self, timing: bool = False) -> dict:
         """Every decision; wall-clock measurements only with ``timing=True`` (they vary between runs)."""
         data = asdict(self)
+        data["version"] = PLAN_VERSION
         if not timing:
             data.pop("solve_seconds")
             data["stats"] = {k: v for k, v in data["stats"].items() if k != "timing"}

@@ -7,7 +7,8 @@ from dataclasses import fields
 from typing import Any, get_args, get_origin, get_type_hints
 
 from spyreopt.errors import FormatError
-from spyreopt.model.plan import EDGE_MODES, STATUSES, EdgePlan, LoopPlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.graph_json import check_version
+from spyreopt.model.plan import EDGE_MODES, PLAN_VERSION, STATUSES, EdgePlan, LoopPlan, OpPlan, Plan, TensorPlan
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 
@@ -81,6 +82,9 @@ def _list(data: dict, key: str) -> list:
 
 
 def plan_from_dict(data: Any) -> Plan:
+    check_version(data, PLAN_VERSION, "plan JSON")
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != "version"}
     top = _record(Plan, data, "plan", skip=("ops", "tensors", "edges", "loops"))
     ops = []
     for i, o in enumerate(_list(data, "ops")):

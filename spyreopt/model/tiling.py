@@ -393,21 +393,23 @@ def _staging_guards(problem, tiles, consumers, taken) -> list[Edge]:
             for name in {r.base for r in oc.refs}:
                 readers.setdefault(name, []).append(i)
     pairs = sorted({(a, b) for ops in readers.values() for a in ops for b in ops if a < b})
+    staging: dict[int, tuple] = {}
     for a, b in pairs:
         if (a, b) in taken or b in consumers[a]:
             continue
-        ia, ib = _staging_of(problem, a), _staging_of(problem, b)
-        bad = np.zeros((len(ia), len(ib)), dtype=bool)
-        for x, (ta, inv_a, st_a) in enumerate(ia):
-            for y, (tb, inv_b, st_b) in enumerate(ib):
-                bad[x, y] = ta > 0 and ta == tb and st_a != st_b and bool(inv_a & inv_b)
+        ta, inv_a, st_a = staging.get(a) or staging.setdefault(a, _staging_of(problem, a))
+        tb, inv_b, st_b = staging.get(b) or staging.setdefault(b, _staging_of(problem, b))
+        share = np.array([[bool(x & y) for y in inv_b[0]] for x in inv_a[0]], dtype=bool)
+        bad = (ta[:, None] > 0) & (ta[:, None] == tb[None, :]) & (st_a[:, None] != st_b[None, :])
+        bad &= share[np.ix_(inv_a[1], inv_b[1])]
         if bad.any():
             out.append(Edge(a, b, np.zeros(bad.shape, dtype=np.int64), ~bad))
     return out
 
 
-def _staging_of(problem, i: int) -> list[tuple[int, frozenset, bool]]:
-    """Per candidate of op i: (tile count, tensors the same for every tile, staged)."""
+def _staging_of(problem, i: int) -> tuple[np.ndarray, tuple[list[frozenset], np.ndarray], np.ndarray]:
+    """Per candidate of op i: its tile count (0: untiled), the tensors the same for every tile (the distinct
+    sets, and each candidate's index into them), and whether it stages them."""
     oc = problem.cands[i]
     per_layout = []
     for lay in oc.layouts:
@@ -415,7 +417,14 @@ def _staging_of(problem, i: int) -> list[tuple[int, frozenset, bool]]:
             per_layout.append((0, frozenset(), False))
         else:
             per_layout.append((lay.tile.tiles, frozenset(staged_tensors_of(oc, lay.tile.dim)), lay.tile.staged))
-    return [per_layout[c.layout] for c in problem.candidates[i]]
+    rows = [per_layout[c.layout] for c in problem.candidates[i]]
+    sets = list(dict.fromkeys(inv for _, inv, _ in rows))
+    index = {x: n for n, x in enumerate(sets)}
+    return (
+        np.array([t for t, _, _ in rows], dtype=np.int64),
+        (sets, np.array([index[inv] for _, inv, _ in rows], dtype=np.int64)),
+        np.array([st for _, _, st in rows], dtype=bool),
+    )
 
 
 def node_interval(problem, i: int) -> tuple[int, int]:

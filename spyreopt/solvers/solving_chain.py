@@ -173,9 +173,15 @@ def _invert(f, red: Reduction, backend: str, inner: Solution, incumbent, stats: 
         incumbent.objective < objective or (backend == "greedy" and incumbent.objective == objective)
     )
     if worse:
-        note = f"{backend}'s plan ({objective}) is no better than the incumbent's ({incumbent.objective}); incumbent returned"
+        u, source = f.cost_unit_us, stats.get("incumbent", "an earlier stage")
+        note = (
+            f"{backend} on the presolved problem ({objective * u:,.3f} µs) is no better than {source} on the "
+            f"whole problem ({incumbent.objective * u:,.3f} µs), whose plan is kept"
+        )
         if inner.status == "optimal":
-            note += f"; its claim of optimality is false, the bound {inner.bound} dropped"
+            note += (
+                f"; {backend}'s claim of optimality (bound {inner.bound * u:,.3f} µs) is false: the bound is dropped"
+            )
             inner.bound = None
         return _finish(incumbent, "feasible", inner.bound, note, stats, start)
     if sol.bound is not None:

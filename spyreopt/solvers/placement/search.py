@@ -161,18 +161,28 @@ class _CanonicalSearch:
         highest = self.capacity - max(self.total[lo:hi])
         cands = []
         lowest_top = -1
-        for i in members:
-            if offset[i] >= 0:
-                continue
-            c = fixed[i]
-            if c < 0:
-                c = minoff[i]
-            elif c < cur or (c == cur and rank[i] < cur_rank):
-                return NOT_FOUND  # a pre-placed buffer passed by can never be placed
-            if c + size[i] < lowest_top or lowest_top < 0:
-                lowest_top = c + size[i]
-            if cur <= c <= highest and c < lowest_top:
-                cands.append((c, rank[i], i))
+        if self.plain:  # the same scan without pre-placed buffers (the hot loop)
+            for i in members:
+                if offset[i] < 0:
+                    c = minoff[i]
+                    t = c + size[i]
+                    if t < lowest_top or lowest_top < 0:
+                        lowest_top = t
+                    if cur <= c <= highest and c < lowest_top:
+                        cands.append((c, rank[i], i))
+        else:
+            for i in members:
+                if offset[i] >= 0:
+                    continue
+                c = fixed[i]
+                if c < 0:
+                    c = minoff[i]
+                elif c < cur or (c == cur and rank[i] < cur_rank):
+                    return NOT_FOUND  # a pre-placed buffer passed by can never be placed
+                if c + size[i] < lowest_top or lowest_top < 0:
+                    lowest_top = c + size[i]
+                if cur <= c <= highest and c < lowest_top:
+                    cands.append((c, rank[i], i))
         if lowest_top < 0:
             return FOUND  # every member placed; `_recurse` recorded each offset on the way
         highest = min(highest, lowest_top - 1)
@@ -182,7 +192,8 @@ class _CanonicalSearch:
                 break
             if c == cur and r < cur_rank:
                 continue
-            if any(offset[j] >= 0 and offset[j] + size[j] == c for j in self.twins[i]):
+            twins = self.twins[i]
+            if twins and any(offset[j] >= 0 and offset[j] + size[j] == c for j in twins):
                 continue  # symmetric to placing i first, then its twin right on top
             status = yield from self._place(members, lo, hi, rank, i, c, r)
             if status != NOT_FOUND or fixed[i] >= 0:

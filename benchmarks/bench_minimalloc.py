@@ -1,4 +1,4 @@
-"""The ``minimalloc`` suite: the six "challenging" MiniMalloc production allocation problems. (``spyreopt.bench.minimalloc``; ``--help`` lists the options)"""
+"""The ``minimalloc`` suite: MiniMalloc's "challenging" production allocation problems. (``spyreopt.bench.minimalloc``; ``--help`` lists the options)"""
 
 import sys
 

@@ -69,3 +69,69 @@ def scaling_plot(rows: list[Row], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# ---- greedy at real widths: ms per op, build included ---------------------------------------------------------
+REAL_WIDTHS = {"hidden": 4096, "heads": 32, "kv_heads": 8, "intermediate": 14336, "seq": 128}  # a Llama-3-8B layer
+GREEDY_OPS = (300, 1000, 2000, 5000)
+TARGET_MS_PER_OP = 1.0  # issue 30: greedy, build included, from 300 to 5,000 ops
+
+
+def real_width_layers(ops: int) -> int:
+    """Decoder layers giving about ``ops`` compute ops at real widths (40 a layer, 5 around them)."""
+    return max(1, round((ops - 5) / 40))
+
+
+def greedy_one(layers: int, time_limit: float = 10.0) -> dict:
+    """One ``so.solve(g, backend="greedy")`` of a real-width decoder in this process: wall and CPU seconds from
+    the call (Problem build, presolve, search, decode and validation included), and the plan's digest."""
+    import hashlib
+
+    import spyreopt as so
+
+    g = so.models.decoder(layers=layers, **REAL_WIDTHS)
+    wall, cpu = time.perf_counter(), time.process_time()
+    plan = so.solve(g, backend="greedy", time_limit=time_limit)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    text = plan.to_json()
+    return {
+        "layers": layers,
+        "ops": len(plan.ops),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "ms_per_op": 1000 * wall / len(plan.ops),
+        "cpu_ms_per_op": 1000 * cpu / len(plan.ops),
+        "cost_us": plan.cost_us,
+        "plan_sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "cut_by_clock": '"cut_by_clock": true' in text,
+    }
+
+
+def greedy_scaling(ops=GREEDY_OPS, time_limit: float = 10.0) -> list[dict]:
+    """``greedy_one`` per size, each in a fresh process (no memo carried over from a smaller size)."""
+    import json
+    import subprocess
+    import sys
+
+    rows = []
+    for n in ops:
+        call = f"greedy_one({real_width_layers(n)}, {time_limit!r})"
+        code = f"import json; from spyreopt.bench.scaling import greedy_one; print(json.dumps({call}))"
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+        rows.append(json.loads(out.strip().splitlines()[-1]))
+    return rows
+
+
+def greedy_scaling_table(rows: list[dict]) -> str:
+    """The rows as a Markdown table, each size against ``TARGET_MS_PER_OP``."""
+    lines = [
+        "| ops | layers | wall s | ms/op | CPU s | CPU ms/op | within 1 ms/op | presolve cut by clock | plan sha256 |",
+        "|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for r in rows:
+        ok = "yes" if r["ms_per_op"] <= TARGET_MS_PER_OP else "no"
+        lines.append(
+            f"| {r['ops']} | {r['layers']} | {r['wall_s']:.2f} | {r['ms_per_op']:.2f} | {r['cpu_s']:.2f} "
+            f"| {r['cpu_ms_per_op']:.2f} | {ok} | {'yes' if r['cut_by_clock'] else 'no'} | {r['plan_sha256']} |"
+        )
+    return "\n".join(lines)

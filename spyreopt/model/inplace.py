@@ -67,15 +67,22 @@ def _writes_over(problem, v: int, lay_v: int, js: list[int], stick: int, size: i
 
 
 def _node_alias(problem, u: int, v: int, js: list[int]) -> np.ndarray:
-    """Pairs where v writes over op u's resident output (read in place on every operand ``js``)."""
+    """Pairs where v writes over op u's resident output (read in place on every operand ``js``).
+
+    A function of u's op table, the edge tables u -> v and the two ops' signatures and candidate lists; the
+    tables are the Problem's memoised objects (alive as long as it is), so pairs with the same ones share it."""
     cu, cv = problem.candidates[u], problem.candidates[v]
-    usage = problem.op_table(u).usage
-    ok = np.zeros((len(cu), len(cv)), dtype=bool)
+    table = problem.op_table(u)
     ks = [k for k in problem.in_edges[v] if problem.edges[k].producer == u]
-    modes = []
-    for k in ks:
-        t = problem.edge_table(k)
-        modes.append(t.parts.mode[np.ix_(t.pu, t.pv)] == INPLACE)
+    tables = [problem.edge_table(k) for k in ks]
+    whole = ("node alias", problem.sig[u], problem.sig[v], tuple(js), problem._candidate_key(u),
+           problem._candidate_key(v), id(table), tuple(id(t) for t in tables))  # fmt: skip
+    held = problem._memo.get(whole)
+    if held is not None:
+        return held
+    usage = table.usage
+    ok = np.zeros((len(cu), len(cv)), dtype=bool)
+    modes = [t.parts.mode[np.ix_(t.pu, t.pv)] == INPLACE for t in tables]
     memo: dict[tuple[int, int], bool] = {}
     for a, c in enumerate(cu):
         lu = problem.cands[u].layouts[c.layout]
@@ -88,6 +95,8 @@ def _node_alias(problem, u: int, v: int, js: list[int]) -> np.ndarray:
             if key not in memo:
                 memo[key] = _writes_over(problem, v, d.layout, js, lu.stick, int(usage[a]))
             ok[a, b] = memo[key]
+    ok.setflags(write=False)
+    problem._memo[whole] = ok
     return ok
 
 
@@ -185,10 +194,24 @@ def tail_edges(problem, found: list[Donor], holder: dict[int, int] | None = None
 def lifetime(problem, i: int, assignment) -> tuple[int, int]:
     """Op i's output buffer's steps: its interval, or up to its last reader when that writes over it."""
     lo, hi = node_interval(problem, i)
-    for d in donors(problem):
-        if d.stage is None and d.producer == i and d.alias[assignment[i], assignment[d.consumer]]:
+    for d in _node_donors(problem).get(i, ()):
+        if d.alias[assignment[i], assignment[d.consumer]]:
             return lo, d.consumer + 1
     return lo, hi
+
+
+def _node_donors(problem) -> dict[int, list[Donor]]:
+    """The op-output donors by producer, in ``donors`` order (built once per candidate lists)."""
+    found = donors(problem)
+    held = problem._memo.get("node donors")
+    if held is not None and held[0] is found:
+        return held[1]
+    out: dict[int, list[Donor]] = {}
+    for d in found:
+        if d.stage is None:
+            out.setdefault(d.producer, []).append(d)
+    problem._memo["node donors"] = (found, out)
+    return out
 
 
 def writes_over(problem, assignment) -> dict[int, int]:

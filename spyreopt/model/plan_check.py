@@ -226,13 +226,17 @@ def check_inplace(plan: Plan, prob: Problem) -> tuple[set[tuple[str, str]], dict
     decisions = {p.name: p for p in plan.ops}
     shared: set[tuple[str, str]] = set()
     wrong: dict[tuple[str, str], str] = {}
+    readers: dict[str, list[int]] = {}  # base tensor -> the ops reading it, in schedule order (once each)
+    for i, o in enumerate(prob.ops):
+        for base in dict.fromkeys(resolve(prob.graph, x).base for x in o.inputs):
+            readers.setdefault(base, []).append(i)
     for i, o in enumerate(prob.ops):
         j = decisions[o.name].inplace_over
         if j is None:
             continue
         base = resolve(prob.graph, o.inputs[j]).base if 0 <= j < len(o.inputs) else "?"
         pair = (f"tensor {base!r}" if base in outputs else f"staged input {base!r}", f"tensor {o.output!r}")
-        why = _inplace_error(plan, prob, i, j, records, edges)
+        why = _inplace_error(plan, prob, i, j, records, edges, readers)
         if why:
             wrong[pair] = f"op {o.name!r} writes in place over operand {j}: {why}"
         else:
@@ -240,7 +244,7 @@ def check_inplace(plan: Plan, prob: Problem) -> tuple[set[tuple[str, str]], dict
     return shared, wrong
 
 
-def _inplace_error(plan: Plan, prob: Problem, i: int, j: int, records: dict, edges: dict) -> str | None:
+def _inplace_error(plan: Plan, prob: Problem, i: int, j: int, records: dict, edges: dict, readers: dict) -> str | None:
     """Why op i's write over operand j is not a legal in-place write (None: it is)."""
     g, o = prob.graph, prob.ops[i]
     if not 0 <= j < len(o.inputs):
@@ -253,7 +257,7 @@ def _inplace_error(plan: Plan, prob: Problem, i: int, j: int, records: dict, edg
         return f"{ref.base!r} {donor.shape} {donor.dtype} is not read element for element like its output {out.shape}"
     if ref.base in g.outputs:
         return f"{ref.base!r} is a graph output"
-    later = [p.name for p in prob.ops[i + 1 :] if any(resolve(g, x).base == ref.base for x in p.inputs)]
+    later = [prob.ops[k].name for k in readers.get(ref.base, ()) if k > i]
     if later:
         return f"{ref.base!r} is still read later, by {later}"
     d, t = records.get(ref.base), records[o.output]

@@ -136,7 +136,8 @@ def kept_read(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> Read:
     """In place when the loader's kept slices (layout ``lu``) are exactly what every core of reader v (layout
     ``lv``) reads of operand j in the same stick; else a relayout from the kept slices when legal, as for any
     resident tensor (``candidates.analyse_edge``); another stick is never read from the kept slices."""
-    key = ("stage read", st.tensor, lu, v, j, lv)
+    u = st.loader[0]
+    key = ("stage read", st.tensor, problem.sig[u], st.loader[1], lu, problem.sig[v], j, lv)  # equal ids, equal layouts
     memo = problem._memo
     if key in memo:
         return memo[key]
@@ -180,20 +181,41 @@ def stage_edges(problem, ends: dict[int, int] | None = None) -> list[Edge]:
         for v, j in st.readers:
             by_reader.setdefault(v, []).append(j)
         for v, js in sorted(by_reader.items()):
-            cv = problem.candidates[v]
-            ok = np.ones((len(cu), len(cv)), dtype=bool)
-            cost = np.zeros(ok.shape, dtype=np.int64)
-            copy = np.zeros(ok.shape, dtype=np.int64)
-            for b, c in enumerate(cv):
-                for j in js:
-                    if not c.stage >> j & 1:
-                        continue
-                    for a, d in enumerate(cu):
-                        r = kept_read(problem, st, d.layout, v, j, c.layout) if keep[a] else Read(None)
-                        ok[a, b] &= r.mode is not None
-                        cost[a, b] += r.extra_ps
-                        copy[a, b] += r.copy_bytes
-            out.append(Edge(u, v, cost, None if ok.all() else ok, copy if copy.any() else None, (v, v + 1)))
+            cost, ok, copy = _reader_table(problem, st, keep, v, tuple(js))
+            out.append(Edge(u, v, cost, ok, copy, (v, v + 1)))
+    return out
+
+
+def _reader_table(problem, st: Stage, keep: np.ndarray, v: int, js: tuple[int, ...]):
+    """(cost, allowed or None, copy or None) of reader v's edge from the loader: a function of the two ops'
+    signatures and candidate lists, so readers of equal signature (every layer's) share one, read-only."""
+    u, ju = st.loader
+    key = ("stage table", st.tensor, problem.sig[u], ju, problem._candidate_key(u), problem.sig[v], js,
+           problem._candidate_key(v))  # fmt: skip
+    memo = problem._memo
+    if key in memo:
+        return memo[key]
+    cu, cv = problem.candidates[u], problem.candidates[v]
+    ok = np.ones((len(cu), len(cv)), dtype=bool)
+    cost = np.zeros(ok.shape, dtype=np.int64)
+    copy = np.zeros(ok.shape, dtype=np.int64)
+    kept_layouts = sorted({d.layout for d, k in zip(cu, keep) if k})
+    rows = {lu: np.array([a for a, d in enumerate(cu) if d.layout == lu and keep[a]]) for lu in kept_layouts}
+    for b, c in enumerate(cv):
+        for j in js:
+            if not c.stage >> j & 1:
+                continue
+            ok[~keep, b] = False  # a loader candidate keeping nothing serves no read of the kept slices
+            for lu, idx in rows.items():
+                r = kept_read(problem, st, lu, v, j, c.layout)
+                ok[idx, b] &= r.mode is not None
+                cost[idx, b] += r.extra_ps
+                copy[idx, b] += r.copy_bytes
+    out = (cost, None if ok.all() else ok, copy if copy.any() else None)
+    for a in out:
+        if a is not None:
+            a.setflags(write=False)
+    memo[key] = out
     return out
 
 

@@ -49,13 +49,7 @@ class FastView(LocalView):
 
     def __init__(self, f: Formulation):
         super().__init__(f)
-        floats: dict[int, np.ndarray] = {}  # shared tables are converted once
-
-        def flt(a: np.ndarray) -> np.ndarray:
-            if id(a) not in floats:
-                floats[id(a)] = a.astype(np.float64)
-            return floats[id(a)]
-
+        flt = self.as_float  # shared tables are converted once
         self._alts = [
             [
                 (flt(alt.unary), [(f.edges[k].u, f.edges[k].v, flt(t)) for k, t in alt.edge_parts])

@@ -31,10 +31,22 @@ class LocalView:
                     touching[f.edges[k].u].add(t)
                     touching[f.edges[k].v].add(t)
         self.terms = [sorted(s) for s in touching]
-        self.node_costs = [n_.costs.astype(np.float64) for n_ in f.nodes]
-        self.edge_costs = [e.costs.astype(np.float64) for e in f.edges]
+        self.floats: dict[tuple, np.ndarray] = {}
+        self.node_costs = [self.as_float(n_.costs) for n_ in f.nodes]
+        self.edge_costs = [self.as_float(e.costs) for e in f.edges]
         self.has_memory = f.usage_limit is not None or f.placement is not None
         self.limit = memory_limit(f)
+
+    def as_float(self, a: np.ndarray) -> np.ndarray:
+        """``a`` as float64, read-only, converted once per memory it views: tables shared by edges of equal
+        signatures (and the presolve's views of them) are converted once. Keyed by address, shape, strides and
+        dtype, which name the values while ``f`` holds every table."""
+        key = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+        out = self.floats.get(key)
+        if out is None:
+            out = self.floats[key] = a.astype(np.float64)
+            out.setflags(write=False)
+        return out
 
     # ---- costs -------------------------------------------------------------
     def _edge_row(self, k: int, i: int, a) -> np.ndarray:

@@ -156,7 +156,7 @@ def build_window(view: LocalView, a, nodes: list[int], restrict: bool = False) -
         factors.append(Factor((min(pu, pv), max(pu, pv)), table))
     terms = sorted({t for i in nodes for t in view.terms[i]})
     for t in terms:
-        factors.append(_max_factor(f, t, a, pos, domains))
+        factors.append(_max_factor(view, t, a, pos, domains))
     return Window(nodes, domains, factors, held)
 
 
@@ -173,8 +173,12 @@ def priced(w: Window, prices: np.ndarray) -> Window:
     return Window(w.nodes, w.domains, factors, w.held)
 
 
-def _max_factor(f: Formulation, t: int, a, pos: dict[int, int], domains: list[np.ndarray]) -> Factor:
-    """Max term ``t`` as a table over the window nodes it reads (the others at their fixed candidates)."""
+def _max_factor(view: LocalView, t: int, a, pos: dict[int, int], domains: list[np.ndarray]) -> Factor:
+    """Max term ``t`` as a table over the window nodes it reads (the others at their fixed candidates).
+
+    Tables are read from their float64 copies (``LocalView.as_float``, converted once): selecting then
+    converting and converting then selecting give the same values."""
+    f, flt = view.f, view.as_float
     m = f.max_terms[t]
     ends = {m.node} | {x for alt in m.alternatives for k, _ in alt.edge_parts for x in (f.edges[k].u, f.edges[k].v)}
     scope = tuple(sorted(pos[x] for x in ends if x in pos))
@@ -184,14 +188,14 @@ def _max_factor(f: Formulation, t: int, a, pos: dict[int, int], domains: list[np
         """A vector over ``node``'s domain shaped to broadcast over the scope."""
         p = pos[node]
         dims = [len(domains[q]) if q == p else 1 for q in scope]
-        return values[domains[p]].astype(np.float64).reshape(dims)
+        return values[domains[p]].reshape(dims)
 
     best = None
     for alt in m.alternatives:
         val = np.zeros(shape)
         fixed = 0  # the parts reading no window node: one integer, added once
         if m.node in pos:
-            val += along(m.node, alt.unary)
+            val += along(m.node, flt(alt.unary))
         else:
             fixed += int(alt.unary[a[m.node]])
         for k, table in alt.edge_parts:
@@ -200,17 +204,17 @@ def _max_factor(f: Formulation, t: int, a, pos: dict[int, int], domains: list[np
                 fixed += int(table[a[e.u], a[e.v]])
             elif e.u in pos and e.v in pos and e.u != e.v:
                 pu, pv = pos[e.u], pos[e.v]
-                sub = table[domains[pu]][:, domains[pv]].astype(np.float64)
+                sub = flt(table)[np.ix_(domains[pu], domains[pv])]
                 if pu > pv:
                     pu, pv, sub = pv, pu, sub.T
                 dims = [sub.shape[0] if q == pu else sub.shape[1] if q == pv else 1 for q in scope]
                 val += sub.reshape(dims)
             elif e.u in pos and e.u == e.v:
-                val += along(e.u, np.diagonal(table))
+                val += along(e.u, np.diagonal(flt(table)))
             elif e.u in pos:
-                val += along(e.u, table[:, a[e.v]])
+                val += along(e.u, flt(table)[:, a[e.v]])
             else:
-                val += along(e.v, table[a[e.u], :])
+                val += along(e.v, flt(table)[a[e.u], :])
         val += float(fixed)
         best = val if best is None else np.maximum(best, val)
     assert best is not None

@@ -11,14 +11,15 @@ from spyreopt.solvers.presolve.masks import Domains
 SENTINEL_RATIO = 1024
 
 
-def term_minima_bound(f: Formulation, dom: Domains) -> int:
-    """A valid lower bound on the optimum: every cost term at its minimum over the domains."""
+def term_minima_bound(f: Formulation, dom: Domains, effective: list[np.ndarray] | None = None) -> int:
+    """A valid lower bound on the optimum: every cost term at its minimum over the domains (``effective``:
+    ``dom.effective`` of every edge, when the caller has them)."""
+    eff = effective if effective is not None else [dom.effective(f, k) for k in range(len(f.edges))]
     total = sum(int(n.costs[dom.masks[i]].min()) for i, n in enumerate(f.nodes))
-    total += sum(int(e.costs[dom.effective(f, k)].min()) for k, e in enumerate(f.edges))
+    total += sum(int(e.costs[eff[k]].min()) for k, e in enumerate(f.edges))
     for m in f.max_terms:
         total += max(
-            int(alt.unary[dom.masks[m.node]].min())
-            + sum(int(table[dom.effective(f, k)].min()) for k, table in alt.edge_parts)
+            int(alt.unary[dom.masks[m.node]].min()) + sum(int(table[eff[k]].min()) for k, table in alt.edge_parts)
             for alt in m.alternatives
         )
     return total
@@ -32,11 +33,12 @@ def prune_by_bound(f: Formulation, dom: Domains, upper_bound: int) -> tuple[set[
     pair adds both endpoints' node terms. Returns the nodes whose candidates or
     incident pairs changed, and a conflict message when a domain empties.
     """
-    for k in range(len(f.edges)):
-        if not dom.effective(f, k).any():
+    effective = [dom.effective(f, k) for k in range(len(f.edges))]
+    for k, eff in enumerate(effective):
+        if not eff.any():
             e = f.edges[k]
             return set(), f"edge {k} ({f.nodes[e.u].name} -> {f.nodes[e.v].name}): no allowed pair"
-    base = term_minima_bound(f, dom)
+    base = term_minima_bound(f, dom, effective)
     slack = upper_bound - base  # every candidate and pair may add at most this above its minimum
     if slack < 0:
         return set(), f"the lower bound {base} exceeds the incumbent's objective {upper_bound}"
@@ -49,10 +51,9 @@ def prune_by_bound(f: Formulation, dom: Domains, upper_bound: int) -> tuple[set[
         node_ex.append(np.minimum(np.where(dom.masks[i], ex, 0), clip))
     rows: list[list[np.ndarray]] = [[] for _ in f.nodes]
     edge_ex = []
-    for k, e in enumerate(f.edges):
-        eff = dom.effective(f, k)
+    for e, eff in zip(f.edges, effective):
         low = int(e.costs[eff].min())
-        ex = np.where(eff, np.minimum(e.costs.astype(np.int64) - low, clip), clip)
+        ex = np.where(eff, np.minimum(np.asarray(e.costs, dtype=np.int64) - low, clip), clip)
         edge_ex.append(ex)
         if e.u == e.v:
             rows[e.u].append(np.diagonal(ex))

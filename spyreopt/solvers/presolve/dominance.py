@@ -13,8 +13,9 @@ Identical candidates keep the lowest index (counted as "merged").
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections import deque
+from collections import OrderedDict, deque
 
 import numpy as np
 
@@ -67,6 +68,30 @@ def _profile(f: Formulation, dom: Domains, i: int, memory: bool, unaries, tables
     return rows, np.hstack(blocks).astype(np.int64)
 
 
+class _Comparisons:
+    """``better`` of a profile, remembered for the last ``KEPT`` profiles: the nodes of repeated layers have
+    equal profiles, and comparing every pair of rows is most of dominance's work. A hit is checked equal
+    element for element, so it returns exactly what the comparison would."""
+
+    KEPT = 64
+
+    def __init__(self) -> None:
+        self.held: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+    def better(self, prof: np.ndarray) -> np.ndarray:
+        """[s, t]: row s is no worse than row t in every column."""
+        key = hashlib.blake2b(prof.tobytes(), digest_size=16, person=repr(prof.shape).encode()[:16]).digest()
+        held = self.held.get(key)
+        if held is not None and np.array_equal(held[0], prof):
+            self.held.move_to_end(key)
+            return held[1]
+        out = np.array([(prof[s] <= prof).all(axis=1) for s in range(len(prof))])
+        self.held[key] = (prof, out)
+        while len(self.held) > self.KEPT:
+            self.held.popitem(last=False)
+        return out
+
+
 def prune_dominated(f: Formulation, dom: Domains, memory: bool, deadline: float | None = None) -> str | None:
     """Dominance to a fixpoint (module docstring), interleaved with arc consistency; stops early (still
     exact, ``dom.cut_by_clock`` set) at ``deadline``."""
@@ -75,6 +100,7 @@ def prune_dominated(f: Formulation, dom: Domains, memory: bool, deadline: float 
         sorted({f.edges[k].u for k in f.incident_edges(i)} | {f.edges[k].v for k in f.incident_edges(i)})
         for i in range(len(f.nodes))
     ]
+    seen = _Comparisons()
     queue = deque(range(len(f.nodes)))
     queued = set(queue)
     budget = 20 * len(f.nodes) + 100
@@ -88,7 +114,7 @@ def prune_dominated(f: Formulation, dom: Domains, memory: bool, deadline: float 
         if dom.masks[i].sum() < 2:
             continue
         rows, prof = _profile(f, dom, i, memory, unaries, tables)
-        better = np.array([(prof[s] <= prof).all(axis=1) for s in range(len(rows))])  # [s, t]: s no worse than t
+        better = seen.better(prof)
         equal = better & better.T
         order = np.arange(len(rows))
         beats = (better & ~better.T) | (equal & (order[:, None] < order[None, :]))

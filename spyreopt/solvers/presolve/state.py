@@ -18,6 +18,18 @@ from spyreopt.solvers.presolve.limits import sat_add
 from spyreopt.solvers.presolve.masks import Domains
 
 
+def _int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as int64, shared when it is already: the state replaces its arrays, never writes into them."""
+    return a if a.dtype == np.int64 else a.astype(np.int64)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only view of a state array for a frozen Formulation (no copy: the state never writes into one)."""
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
 @dataclass
 class NodeState:
     keep: list[int]  # original candidate index of each current candidate
@@ -70,8 +82,8 @@ class State:
         self.nodes = [
             NodeState(
                 list(range(n.num_candidates)),
-                n.costs.astype(np.int64),
-                n.usages.astype(np.int64),
+                _int64(n.costs),
+                _int64(n.usages),
                 n.interval,
                 i in frozen,
             )
@@ -81,13 +93,13 @@ class State:
         self._next = 0
         for k, e in enumerate(f.edges):
             allowed = np.ones(e.costs.shape, bool) if e.allowed is None else e.allowed.astype(bool).copy()
-            usages = None if e.usages is None else e.usages.astype(np.int64)
+            usages = None if e.usages is None else _int64(e.usages)
             alias = None if e.alias is None else e.alias.astype(bool).copy()
             self.add_edge(  # state keys start as the edge indices, so a tail naming an edge stays valid
                 EdgeState(
                     e.u,
                     e.v,
-                    e.costs.astype(np.int64),
+                    _int64(e.costs),
                     allowed,
                     usages,
                     e.interval,
@@ -100,13 +112,17 @@ class State:
         self.terms = [
             TermState(
                 m.node,
-                [
-                    (a.unary.astype(np.int64), [(k, t.astype(np.int64)) for k, t in a.edge_parts])
-                    for a in m.alternatives
-                ],
+                [(_int64(a.unary), [(k, _int64(t)) for k, t in a.edge_parts]) for a in m.alternatives],
             )
             for m in f.max_terms
         ]
+        self.terms_of: list[list[int]] = [[] for _ in f.nodes]  # the terms reading each node (their edges stay)
+        for r, t in enumerate(self.terms):
+            touched = {t.node}
+            for _, parts in t.alternatives:
+                touched.update(x for k, _ in parts for x in (self.edges[k].u, self.edges[k].v))
+            for i in sorted(touched):
+                self.terms_of[i].append(r)
         self.steps: list[tuple] = []
         self.dominated_by: dict[tuple[int, int], int] = {}
         self.counts = {
@@ -164,7 +180,8 @@ class State:
                 e.usages = e.usages[rows][:, cols]
             if e.alias is not None:
                 e.alias = e.alias[rows][:, cols]
-        for t in self.terms:
+        for r in self.terms_of[i]:
+            t = self.terms[r]
             for a, (unary, parts) in enumerate(t.alternatives):
                 if t.node == i:
                     unary = unary[mask]
@@ -221,7 +238,7 @@ class State:
         """The state as a Formulation (same node indices) and the edge key of each of its edges."""
         f = self.f
         nodes = tuple(
-            Node(f.nodes[i].name, n.costs.copy(), n.usages.copy(), n.interval) for i, n in enumerate(self.nodes)
+            Node(f.nodes[i].name, _frozen(n.costs), _frozen(n.usages), n.interval) for i, n in enumerate(self.nodes)
         )
         order = sorted(self.edges)
         index = {k: r for r, k in enumerate(order)}
@@ -229,12 +246,12 @@ class State:
             Edge(
                 e.u,
                 e.v,
-                e.costs.copy(),
-                None if e.allowed.all() else e.allowed.copy(),
-                None if e.usages is None else e.usages.copy(),
+                _frozen(e.costs),
+                None if e.allowed.all() else _frozen(e.allowed),
+                None if e.usages is None else _frozen(e.usages),
                 e.interval,
                 e.tail if e.tail is None or e.tail[0] == "node" else ("edge", index[e.tail[1]]),
-                None if e.alias is None else e.alias.copy(),
+                None if e.alias is None else _frozen(e.alias),
             )
             for e in (self.edges[k] for k in order)
         )
@@ -242,7 +259,7 @@ class State:
             MaxTerm(
                 t.node,
                 tuple(
-                    Affine(unary.copy(), tuple((index[k], tab.copy()) for k, tab in parts))
+                    Affine(_frozen(unary), tuple((index[k], _frozen(tab)) for k, tab in parts))
                     for unary, parts in t.alternatives
                 ),
             )

@@ -56,7 +56,8 @@ FAMILY = {
 }
 FAMILIES = tuple(dict.fromkeys(FAMILY.values()))
 REREAD_LIMIT = 8.0  # device bytes over the program's one pass beyond which the device ran another loop
-BATCHES = (8, 1, 2, 4, 16, 32)  # the harness's batch (BENCH_B, default 8) first, then others io may imply
+BATCHES = (8, 1, 2, 4, 16, 32, 64)  # the harness's batch (BENCH_B, default 8) first, then others io may imply
+PE_RATE = 1140.0  # MACs per ns per core of torch-spyre's compute term (``compute_us``), to read its MAC count
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class SweepRow:
     err_pct: float | None  # torch-spyre's own error on the row
     io_bytes: int
     failed: bool
+    macs: float | None = None  # a matmul's MACs, read from torch-spyre's compute term when it has one
 
     @property
     def family(self) -> str:
@@ -153,9 +155,18 @@ def read_sweep(path: str | Path) -> list[SweepRow]:
                     err_pct=err if timed else None,
                     io_bytes=int(_num(r, "io_hbm_bytes", where) or 0),
                     failed=failed,
+                    macs=_macs(r, where),
                 )
             )
     return out
+
+
+def _macs(r: dict, where: str) -> float | None:
+    """MACs from torch-spyre's compute term: ``compute_us`` = MACs / (cores x ``PE_RATE`` x ``pt_eff``)."""
+    compute, eff, cores = _num(r, "compute_us", where), _num(r, "pt_eff", where), _num(r, "cores", where)
+    if not compute or not eff or not cores:
+        return None
+    return compute * 1e3 * cores * PE_RATE * eff
 
 
 # ---- the programs ---------------------------------------------------------------------------
@@ -235,12 +246,17 @@ def _extra(row: SweepRow):
             raise PlanError(f"no N makes io_hbm_bytes {row.io_bytes} the bytes of a[{m},{k}] @ b[{k},N] + out")
         return int(n)
     if op.startswith("bmm"):
+        fits = []
         for batch in BATCHES:
             per = elems / batch - m * kp
             n = per / (m + k) if "3d2d" not in op else (elems - batch * m * kp) / (k + batch * m)
-            if n >= 1 and n == int(n) and int(n) % 64 == 0:
-                return batch, int(n)
-        raise PlanError(f"no batch and N make io_hbm_bytes {row.io_bytes} the bytes of the batched matmul")
+            if n >= 64 and n == int(n) and int(n) % 64 == 0:
+                fits.append((batch, int(n)))
+        if not fits:
+            raise PlanError(f"no batch and N make io_hbm_bytes {row.io_bytes} the bytes of the batched matmul")
+        if row.macs and len(fits) > 1:  # several (B, N) fit the bytes: the one with the recorded MACs
+            fits.sort(key=lambda bn: abs(log2(bn[0] * m * k * bn[1] / row.macs)))
+        return fits[0]
     if op == "transpose_outer":
         outer = elems / (2 * m * k)
         if outer < 1 or outer != int(outer):

@@ -261,3 +261,65 @@ def _grid(body: list[list[str]]) -> str:
     lines = ["  ".join(c.rjust(w) if n else c.ljust(w) for n, (c, w) in enumerate(zip(b, widths))) for b in body]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# ---- one report -----------------------------------------------------------------------------
+@dataclass
+class Report:
+    data: SweepData
+    model_us: np.ndarray  # per mapped row
+    sim_us: np.ndarray
+    sim_why: list[str | None]
+    families: list[FamilyRow]
+    decided: list[tuple[str, Decisions]]
+
+    def records(self) -> list[dict]:
+        """One record per input row: {id, op, predicted_us, simulated_us, unmapped}."""
+        at = {int(i): n for n, i in enumerate(self.data.mapped)}
+        out = []
+        for i, (r, p) in enumerate(zip(self.data.rows, self.data.programs)):
+            n = at.get(i)
+            sim = None if n is None or not np.isfinite(self.sim_us[n]) else float(self.sim_us[n])
+            out.append({"id": r.id, "op": r.op, "predicted_us": None if n is None else float(self.model_us[n]),
+                        "simulated_us": sim, "unmapped": p.unmapped})  # fmt: skip
+        return out
+
+    def format(self) -> str:
+        unmapped: dict[str, int] = {}
+        for p in self.data.programs:
+            if p.unmapped is not None:
+                key = f"{p.row.op}: {p.unmapped}"
+                unmapped[key] = unmapped.get(key, 0) + 1
+        usable = sum(1 for r in self.data.rows if r.kernel_us is not None)
+        lines = [
+            f"{len(self.data.rows)} rows, {usable} with a timing, {len(self.data.mapped)} mapped "
+            f"({len(self.data.mapped) / max(usable, 1):.1%} of the timed rows)",
+            "",
+            format_families(self.families),
+            "",
+            "decisions (shape groups with >= 2 configurations; right = the pick runs within 2% of the best):",
+            format_decisions(self.decided),
+            "",
+            "not mapped:",
+            *(f"  {n:4d} x {why}" for why, n in sorted(unmapped.items())),
+        ]
+        rejected = sum(w is not None for w in self.sim_why)
+        if rejected:
+            lines.append(f"  the simulator rejected {rejected} mapped rows' configurations (no simulated time)")
+        return "\n".join(lines)
+
+
+def report(data: SweepData, coefficients: Coefficients, model_us: np.ndarray | None = None, hw=None) -> Report:
+    """The model (``model_us`` if given, e.g. held-out predictions; else priced with ``coefficients``) and
+    the simulator on every mapped row, beside torch-spyre's own model on the same rows."""
+    us, pick = predict(coefficients, data)
+    if model_us is not None:
+        us = model_us
+    sim, why = simulate_rows(data, pick, hw)
+    torch = np.array([data.rows[i].kernel_us * (1 + data.rows[i].err_pct / 100) for i in data.mapped])
+    decided = [
+        ("spyreopt model", decisions(data.rows, data.mapped, us)),
+        ("simulator", decisions(data.rows, data.mapped, np.where(np.isfinite(sim), sim, np.inf))),
+        ("torch-spyre (err_pct)", decisions(data.rows, data.mapped, torch)),
+    ]
+    return Report(data, us, sim, why, family_table(data, us, sim), decided)

@@ -104,7 +104,7 @@ def _fit_sweep(args: argparse.Namespace) -> int:
 
     from spyreopt.calibrate import sweep_eval
     from spyreopt.calibrate.sweep import read_sweep
-    from spyreopt.reproduce import device_samples
+    from spyreopt.reproduce import HELD_OUT, device_samples
 
     start = time.perf_counter()
     data = sweep_eval.load(read_sweep(args.sweep))
@@ -114,6 +114,10 @@ def _fit_sweep(args: argparse.Namespace) -> int:
     held, _ = sweep_eval.cross_validate(data, published, weight, k=args.folds, seed=args.seed)
     final = sweep_eval.fit_rows(data, list(range(len(data.mapped))), published, weight)
     rep = sweep_eval.report(data, final.coefficients, model_us=held)
+    loeo = {}  # per published experiment, the fit without its rows: what `spyreopt reproduce` prints as held out
+    for key, family in HELD_OUT.items():
+        rest = [s for s in published if s.config.family != family]
+        loeo[key] = sweep_eval.fit_rows(data, list(range(len(data.mapped))), rest, weight).coefficients.to_dict()
     print(f"\nheld out ({args.folds}-fold by shape group, seed {args.seed}); simulator: its own parameters")
     print(rep.format())
     print(f"\nfit on every row: {final.message} ({final.nfev} evaluations, {time.perf_counter() - start:.1f} s in all)")
@@ -130,6 +134,7 @@ def _fit_sweep(args: argparse.Namespace) -> int:
                 "families": [vars(r) for r in rep.families],
                 "decisions": {name: vars(d) for name, d in rep.decided},
                 "published_not_fitted": skipped,
+                "held_out_coefficients": loeo,
             },
         }
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")

@@ -61,7 +61,7 @@ def test_a_row_is_priced_as_the_planner_prices_its_cheapest_configuration(data):
     """The fit's terms (tiled loops included) give exactly the Problem's own cost of each configuration."""
     coef = default()
     us, pick = sweep_eval.predict(coef, data)
-    ends = np.append(data.starts[1:], data.terms.n_samples)
+    ends = np.append(data.starts[1:], len(data.index))
     configs = [c for i in data.mapped for c in data.programs[i].configs]
     tiled = 0
     for n in range(len(data.mapped)):

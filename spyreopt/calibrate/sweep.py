@@ -315,8 +315,9 @@ def _residencies(row: SweepRow, g: Graph, tiled: bool) -> dict[str, str]:
     return res | dict.fromkeys(inner, "lx") | dict.fromkeys(best, "hbm")
 
 
-def program(row: SweepRow, hw: HardwareSpec | None = None) -> SweepProgram:
-    """The row's program and its configurations (or why it has none)."""
+def program(row: SweepRow, hw: HardwareSpec | None = None, legal: dict | None = None) -> SweepProgram:
+    """The row's program and its configurations (or why it has none); ``legal`` remembers, across the rows
+    of one file, which configurations the model accepts (a repeated configuration is checked once)."""
     from spyreopt.model.problem import Problem  # the model is below calibrate; imported late to keep start-up light
 
     prog = SweepProgram(row)
@@ -338,7 +339,7 @@ def program(row: SweepRow, hw: HardwareSpec | None = None) -> SweepProgram:
             "re-reads the operands many times per tile, a lowering spyreopt does not plan"
         )
         return prog
-    hw = hw or HardwareSpec()
+    hw, legal = hw or HardwareSpec(), {} if legal is None else legal
     tiling = _tiling(row, g)
     res = _residencies(row, g, tiling is not None)
     ops = [o for o in g.ops.values() if o.kind != "view"]
@@ -350,10 +351,15 @@ def program(row: SweepRow, hw: HardwareSpec | None = None) -> SweepProgram:
             stick = len(g.tensors[o.output].shape) - 1
             decisions.append((o.name, (own, stick, res[o.name], tiling)))
         config = SweepConfig(row.family, "sweep", (), "fp16", False, tuple(decisions), "total", g)
-        try:
-            Problem(g, hw, _reference(), fixed=config.decision_map(), stage_masks={})
-        except (PlanError, GraphError) as exc:
-            why = str(exc)
+        key = (g.to_json(), config.decisions)
+        if key not in legal:
+            try:
+                Problem(g, hw, _reference(), fixed=config.decision_map(), stage_masks={})
+                legal[key] = None
+            except (PlanError, GraphError) as exc:
+                legal[key] = str(exc)
+        if legal[key] is not None:
+            why = legal[key]
             continue
         prog.configs.append(config)
     if not prog.configs:

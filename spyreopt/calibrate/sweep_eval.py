@@ -38,7 +38,8 @@ class SweepData:
     rows: list[SweepRow]
     programs: list[SweepProgram]
     mapped: np.ndarray  # indices of mapped rows
-    terms: fitmod.Terms  # one sample per configuration of a mapped row, in row order
+    terms: fitmod.Terms  # one sample per distinct configuration
+    index: np.ndarray  # per configuration of a mapped row (in row order), its sample in ``terms``
     starts: np.ndarray  # per mapped row, its first configuration
     measured_us: np.ndarray  # per mapped row
     groups: list[tuple]  # per mapped row, its shape group
@@ -49,20 +50,26 @@ class SweepData:
 
 
 def load(rows: list[SweepRow]) -> SweepData:
-    progs = [program(r) for r in rows]
+    legal: dict = {}
+    progs = [program(r, legal=legal) for r in rows]
     mapped = np.array([i for i, p in enumerate(progs) if p.unmapped is None], dtype=int)
     configs, starts = [], []
     for i in mapped:
         starts.append(len(configs))
         configs += progs[i].configs
-    terms = fitmod.terms(configs) if configs else None
+    key = {}  # a configuration repeated by several rows (repeats, an LX setting a single op ignores): terms once
+    index = np.array([key.setdefault((c.built.to_json(), c.decisions), len(key)) for c in configs], dtype=int)
+    unique = [None] * len(key)
+    for c, n in zip(configs, index):
+        unique[n] = c
+    terms = fitmod.terms(unique) if configs else None
     measured = np.array([rows[i].kernel_us for i in mapped], dtype=float)
-    return SweepData(rows, progs, mapped, terms, np.array(starts, dtype=int), measured,
+    return SweepData(rows, progs, mapped, terms, index, np.array(starts, dtype=int), measured,
                      [rows[i].shape_group for i in mapped])  # fmt: skip
 
 
 def _config_us(c: dict, data: SweepData) -> np.ndarray:
-    return fitmod._predict(c, data.terms) * 1e-3
+    return fitmod._predict(c, data.terms)[data.index] * 1e-3
 
 
 def predict(coefficients: Coefficients | dict, data: SweepData) -> tuple[np.ndarray, np.ndarray]:

@@ -44,7 +44,7 @@ def plan_for(
             continue
         if o.name not in decisions:
             raise PlanError(f"plan_for: no decision for op {o.name!r}")
-        division, stick, residency = decisions[o.name]
+        division, stick, residency, *tiling = decisions[o.name]  # tiling: (dim name, tile count), optional
         dims = op_space(graph, o).dims
         if isinstance(division, Mapping):
             unknown = sorted(set(division) - set(dims))
@@ -53,7 +53,7 @@ def plan_for(
                     f"op {o.name!r}: division names unknown dim(s) {unknown}; iteration dims are {list(dims)}"
                 )
             division = tuple(int(division.get(d, 1)) for d in dims)
-        fixed[o.name] = (tuple(division), int(stick), residency)
+        fixed[o.name] = (tuple(division), int(stick), residency, *tiling)
     problem = Problem(graph, hardware, coefficients, fixed=fixed)
     assignment = problem.normalize([0] * len(problem.ops))
     f = problem.formulation

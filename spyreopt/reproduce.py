@@ -27,7 +27,8 @@ from spyreopt.model.staging import plan_masks
 from spyreopt.workloads import get as get_workload
 
 Row = dict[str, Any]
-KEYS = ("experiment", "quantity", "unit", "published", "predicted", "rel_err")
+KEYS = ("experiment", "quantity", "unit", "published", "predicted", "rel_err", "fitted", "held_out", "held_out_rel_err")
+HELD_OUT = {"softmax": "dev softmax", "decode": "dev decode", "relayout": "dev relayout"}  # experiment -> fit family
 
 
 def measurements() -> dict:
@@ -38,7 +39,26 @@ def measurements() -> dict:
 
 def row(experiment: str, quantity: str, unit: str, published: float, predicted: float) -> Row:
     rel = (predicted - published) / abs(published) if published else None
-    return dict(zip(KEYS, (experiment, quantity, unit, published, predicted, rel)))
+    return dict(zip(KEYS, (experiment, quantity, unit, published, predicted, rel, False, None, None)))
+
+
+def _fitted(key: str, r: Row) -> bool:
+    """Whether the shipped fit used this row (``device_samples``: softmax stage times, forced decode splits,
+    the relayout time)."""
+    if key == "softmax":
+        return r["quantity"] == "time" and "not fitted" not in r["experiment"]
+    return (key == "decode" and r["quantity"].startswith("time, split")) or key == "relayout"
+
+
+def held_out_coefficients(path=None) -> dict[str, Coefficients]:
+    """Per published experiment, the coefficients fitted without its rows (``spyreopt fit --sweep``), from the
+    shipped coefficient file's fit record (or ``path``); empty when the file has none."""
+    if path is None:
+        text = resources.files("spyreopt.costmodel").joinpath("spyre_default.json").read_text()
+    else:
+        text = open(path).read()
+    held = json.loads(text).get("fit", {}).get("held_out_coefficients", {})
+    return {k: Coefficients.from_dict(v) for k, v in held.items()}
 
 
 def device_memory_bytes(plan: Plan) -> int:
@@ -180,24 +200,38 @@ def run(
     seed: int = 0,
     coefficients: Coefficients | None = None,
     only: list[str] | None = None,
+    coefficients_path: str | None = None,
 ) -> list[Row]:
-    """Every published figure next to the model's prediction for the same experiment."""
+    """Every published figure next to the model's prediction for the same experiment; each row says whether the
+    shipped fit used it, and (shipped coefficients, or ``coefficients_path`` of a ``spyreopt fit --sweep`` file)
+    its prediction by the fit without its experiment's rows (``held_out``: leave one experiment out)."""
     data = measurements()
     opts = {"backend": backend, "time_limit": time_limit, "seed": seed, "coefficients": coefficients}
+    held = held_out_coefficients(coefficients_path) if coefficients is None or coefficients_path else {}
     rows: list[Row] = []
     for key, build in EXPERIMENTS.items():
         if only is None or key in only:
-            rows.extend(build(data[key], opts))
+            built = build(data[key], opts)
+            for r in built:
+                r["fitted"] = _fitted(key, r)
+            if key in held:  # the same experiment priced by the fit that never saw its rows
+                for r, h in zip(built, build(data[key], {**opts, "coefficients": held[key]})):
+                    r["held_out"], r["held_out_rel_err"] = h["predicted"], h["rel_err"]
+            rows.extend(built)
     return rows
 
 
 def table(rows: list[Row]) -> str:
     """A plain-text table of the rows (relative error in percent)."""
-    head = ["experiment", "quantity", "unit", "published", "predicted", "rel_err"]
+    head = ["experiment", "quantity", "unit", "published", "predicted", "rel_err", "in fit", "held-out", "held-out err"]
     body = [head]
     for r in rows:
         rel = "-" if r["rel_err"] is None else f"{100 * r['rel_err']:+.1f}%"
-        body.append([r["experiment"], r["quantity"], r["unit"], _num(r["published"]), _num(r["predicted"]), rel])
+        held = "-" if r["held_out"] is None else _num(r["held_out"])
+        held_rel = "-" if r["held_out_rel_err"] is None else f"{100 * r['held_out_rel_err']:+.1f}%"
+        fitted = "yes" if r["fitted"] else "no"
+        cells = [r["experiment"], r["quantity"], r["unit"], _num(r["published"]), _num(r["predicted"]), rel]
+        body.append([*cells, fitted, held, held_rel])
     widths = [max(len(b[i]) for b in body) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -209,6 +209,19 @@ def test_shipped_coefficients_say_how_to_reproduce_them(simulated):
     assert [r.family for r in scores if r.rms_rel > 0.10 or r.spearman < 0.9] == [], F.format_table(scores)
 
 
+def test_device_fit_says_how_to_reproduce_it_and_its_held_out_error():
+    """The device fit (``spyreopt fit --sweep``) records its command and its cross-validated error, never its
+    training error, and a fit without each published experiment (what ``spyreopt reproduce`` prints as held out)."""
+    data = json.loads(resources.files("spyreopt.costmodel").joinpath("spyre_device.json").read_text())
+    assert data["source"].startswith("spyreopt fit --sweep ") and "--folds 5 --seed 0" in data["source"]
+    assert "held-out" in data["fit"]["expected_error"]
+    families = {r["family"]: r for r in data["fit"]["families"]}
+    assert families["all"]["mapped"] >= 0.9 * families["all"]["rows"]
+    assert set(data["fit"]["held_out_coefficients"]) == {"softmax", "decode", "relayout"}
+    device = Coefficients.load(resources.files("spyreopt.costmodel").joinpath("spyre_device.json"))
+    assert device != Coefficients.load()  # not the planner's default (docs/device-model.md)
+
+
 def test_dma_requests_match_the_simulators_count():
     r = random.Random(3)
     for _ in range(300):

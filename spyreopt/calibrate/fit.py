@@ -122,8 +122,13 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
          "rs_req", "rs_count"), 0.0,
     )  # fmt: skip
     t.update(matmul=float(matmul), work=work, rows=rows, trans=float(trans), sred=float(sred), stream=lay.stream_bytes)
+    tile, base = lay.tile, lay if lay.tile is None else oc.layouts[lay.tile.base]
+    t.update(tiles=1.0, rows_tiled=0.0, acc_elems=0.0, iter_streams=float(len(oc.refs) + 1))
+    if tile is not None:  # a tiled loop (``costmodel.loops``): its compute per tile, iterations, accumulation
+        t.update(tiles=float(tile.tiles), rows_tiled=float(matmul and tile.dim == len(oc.space.dims) - 3))
+        t["acc_elems"] = float(base.footprint // oc.out.elem_bytes) if oc.space.reduction[tile.dim] else 0.0
     if matmul:
-        t.update(psum_bytes=lay.footprint, ksplit=reduction_split(oc.space, lay.division))
+        t.update(psum_bytes=base.footprint, ksplit=reduction_split(oc.space, lay.division))
     t["r_bytes"] = int(lq.leaf_bytes[li])
     t["reads"] = [(t["r_bytes"], int(lq.leaf_requests[li]), float(lq.reads_leaf), int(lq.leaf_shared[li]))]
     for j in np.flatnonzero(lq.leaf_restick[li]):

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spyreopt.costmodel import loops
 from spyreopt.costmodel.analytic import (
     PS_PER_NS,
-    compute_ns,
     mixed_ns,
     overlap,
     overlap_fraction,
@@ -228,7 +228,12 @@ def op_ns(
     The planner's ``own_parts`` + ``edge_parts`` + ``op_time`` in real numbers: each read is ``read_ns``,
     writes are transfers, the balance term takes ``min(r, w)`` directly, each restickify pays its own round trip.
     """
-    compute = compute_ns(c, v["matmul"] > 0, v["work"], v["rows"], v["trans"] > 0, v["sred"] > 0)
+    tiles = v.get("tiles", np.ones(len(v["work"])))
+    compute = loops.tiled_compute_ns(
+        c, v["matmul"] > 0, v["work"], v["rows"], v["trans"] > 0, v["sred"] > 0, tiles, v.get("rows_tiled", 0) > 0
+    )
+    if "acc_elems" in v:  # a loop over a matmul's k adds each further tile's partial result
+        compute = compute + loops.accumulate_ns(c, v["acc_elems"], tiles)
     frac = overlap_fraction(c, v["stream"])
     read_t = np.zeros(len(compute))
     np.add.at(read_t, read_op, read_ns(c, reads["bytes"], reads["req"], reads["streams"], reads["shared"]))
@@ -244,5 +249,7 @@ def op_ns(
     moves = np.zeros(len(compute))
     np.add.at(moves, relayout_op, edge)
     psum = psum_ns(c, v["psum_bytes"], v["ksplit"])
+    if "iter_streams" in v:
+        psum = psum + loops.iteration_ns(c, tiles, v["iter_streams"])
     total = c.op_overhead_ns + psum + split_write + restick + moves + op_time(c, compute, mem, frac, integer=False)
     return {"op": total, "relayout": moves, "restickify": restick}

@@ -110,9 +110,10 @@ class Plan:
             return None
         return max(self.cost_us - self.bound_us, 0.0) / self.cost_us
 
-    def table(self) -> str:
-        """A readable per-op table and the total."""
-        return plan_table(self)
+    def table(self, labels: dict[str, str] | None = None) -> str:
+        """A readable per-op table and the total; ``labels`` (op -> text, e.g. the model's module path)
+        adds a column."""
+        return plan_table(self, labels)
 
     def show(self):
         """Render the main pictures (scratchpad over time, cost breakdown) in a notebook."""

@@ -11,8 +11,10 @@ if TYPE_CHECKING:
     from spyreopt.model.plan import Plan
 
 
-def plan_table(plan: Plan) -> str:
+def plan_table(plan: Plan, labels: dict[str, str] | None = None) -> str:
     rows = [("op", "kind", "division", "cores", "stick", "residency", "loop", "addr", "pred_us")]
+    if labels is not None:
+        rows[0] += ("from",)
     staged = staged_inputs(plan)
     tensors = {t.producer: t for t in plan.tensors if t not in staged}
     for o in plan.ops:
@@ -29,6 +31,7 @@ def plan_table(plan: Plan) -> str:
                 "-" if t.address is None else str(t.address),
                 f"{o.predicted_us:.3f}",
             )
+            + ((labels.get(o.name, "-"),) if labels is not None else ())
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]

@@ -20,6 +20,7 @@ torch; the rest of spyreopt does not.
 """
 
 from spyreopt.integrations.inductor.backend import NAME, register, spyreopt_backend
+from spyreopt.integrations.inductor.decisions import BufferDecision, attached, decisions, pins
 from spyreopt.integrations.inductor.hook import capture, install, installed, uninstall
 from spyreopt.integrations.inductor.records import CapturedGraph, Options, clear, plans
 from spyreopt.integrations.inductor.translate import MatmulInfo, Translation
@@ -27,6 +28,6 @@ from spyreopt.integrations.inductor.translate import MatmulInfo, Translation
 register()
 
 __all__ = [
-    "NAME", "CapturedGraph", "MatmulInfo", "Options", "Translation", "capture", "clear", "install", "installed",
-    "plans", "register", "spyreopt_backend", "uninstall",
+    "NAME", "BufferDecision", "CapturedGraph", "MatmulInfo", "Options", "Translation", "attached", "capture", "clear",
+    "decisions", "install", "installed", "pins", "plans", "register", "spyreopt_backend", "uninstall",
 ]  # fmt: skip

@@ -25,6 +25,8 @@ from torch._inductor.graph import GraphLowering
 
 from spyreopt.api import solve
 from spyreopt.errors import SolverError
+from spyreopt.integrations.inductor.decisions import ATTRIBUTE, decisions
+from spyreopt.integrations.inductor.names import buffer_origins
 from spyreopt.integrations.inductor.records import CapturedGraph, Options, publish
 from spyreopt.integrations.inductor.translate import translate
 
@@ -50,7 +52,8 @@ class Session:
             tr = translate(lowering, record.name)
             record.graph, record.op_buffer, record.opaque = tr.graph, tr.op_buffer, tr.opaque
             record.notes, record.matmuls, record.counts = tr.notes, tr.matmuls, tr.counts()
-            record.inductor_nodes = dict(tr.inductor_nodes)
+            record.inductor_nodes, record.buffer_tensor = dict(tr.inductor_nodes), tr.buffer_tensor
+            record.origins = buffer_origins(lowering)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, never raised into the compile
             record.error = f"translation failed: {type(exc).__name__}: {exc} (at {_where(exc)})"
         record.capture_seconds = time.perf_counter() - start
@@ -91,9 +94,13 @@ def _codegen_with_capture(self: GraphLowering, *args, **kwargs):
     session = _active.get()
     if session is not None and id(self) not in session._seen:
         session._seen.add(id(self))
-        session.capture(self)
+        record = session.capture(self)
         if session.options.mode == "analysis":
             raise AnalysisOnly()
+        try:  # where a downstream pass (the scheduler, codegen) reads them: ``V.graph.spyreopt_decisions``
+            setattr(self, ATTRIBUTE, decisions(record))
+        except Exception as exc:  # noqa: BLE001 - never raised into the compile
+            record.error = f"attaching the decisions failed: {type(exc).__name__}: {exc}"
     return _original(self, *args, **kwargs)
 
 

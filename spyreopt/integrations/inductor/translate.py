@@ -62,6 +62,7 @@ class Translation:
     notes: list[str]  # copies and device-memory reads the translation added
     matmuls: list[MatmulInfo]
     inductor_nodes: Counter = field(default_factory=Counter)  # IR node type -> count
+    buffer_tensor: dict[str, str] = field(default_factory=dict)  # Inductor buffer -> the tensor holding its data
 
     def counts(self) -> dict[str, int]:
         c = Counter(o.kind for o in self.graph.ops.values())
@@ -101,7 +102,8 @@ class Translator(Builder):
         read = {x for o in self.g.ops.values() for x in o.inputs}
         for name in (self.rows & self.g.tensors.keys()) - read:  # every reader took a regrouped alias
             del self.g.tensors[name]
-        return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes)
+        held = {k: v.name for k, v in self.t.items() if k == v.buffer and v.name in self.g.tensors}
+        return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes, held)
 
     def _translate(self, node: ir.Operation) -> None:
         kernel = getattr(node, "python_kernel_name", None)

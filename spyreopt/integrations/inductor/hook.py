@@ -41,6 +41,7 @@ class Session:
 
     options: Options
     sink: list[CapturedGraph] | None = None
+    static_inputs: tuple[int, ...] = ()  # indices of the graph inputs that are the model's parameters
     _seen: set[int] = field(default_factory=set)
 
     def capture(self, lowering: GraphLowering) -> CapturedGraph:
@@ -49,7 +50,8 @@ class Session:
         record = CapturedGraph(f"{_compile_id()}:{kind}:{next(_counter)}", kind, self.options)
         start = time.perf_counter()
         try:
-            tr = translate(lowering, record.name)
+            names = lowering.graph_input_names
+            tr = translate(lowering, record.name, {names[i] for i in self.static_inputs if i < len(names)})
             record.graph, record.op_buffer, record.opaque = tr.graph, tr.op_buffer, tr.opaque
             record.notes, record.matmuls, record.counts = tr.notes, tr.matmuls, tr.counts()
             record.inductor_nodes, record.buffer_tensor = dict(tr.inductor_nodes), tr.buffer_tensor

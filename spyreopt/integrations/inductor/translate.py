@@ -52,6 +52,13 @@ ARITHMETIC_OPS = {
     "relu": "relu", "square": "square", "where": "max", "abs": "max",
 }  # fmt: skip
 REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
+# kernels whose work depends on the data (a mixture-of-experts router's choices): opaque, with the reason
+DATA_DEPENDENT = {
+    "topk": "is not modelled: the router's top-k selection depends on the data",
+    "sort": "is not modelled: sorting tokens by expert depends on the router's choices",
+    "histc": "is not modelled: counting tokens per expert depends on the router's choices",
+    "grouped_mm": "is not modelled: expert matmuls over as many tokens as the router sent each expert (known at run time)",
+}
 
 
 @dataclass
@@ -129,7 +136,8 @@ class Translator(Builder):
             self._multi_output(node)
         else:
             what = kernel or getattr(node, "op_overload", None)
-            raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + " is not modelled")
+            why = next((r for k, r in DATA_DEPENDENT.items() if k in str(what)), "is not modelled")
+            raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + f" {why}")
 
     def _drop_unread(self) -> None:
         """Ops whose result nothing reads and that are no output (an attention kernel's logsumexp in

@@ -75,6 +75,9 @@ def test_every_op_is_named_after_its_module():
     )
     assert {"model.layers.0.self_attn", "model.layers.0.mlp"} <= set(r.rollup(4))
     assert "model.layers.0.mlp.down_proj (aten.mm)" in r.table()
+    rep = r.report()
+    assert rep["ops"] == r.counts and rep["unnamed"] == 0 and rep["stages"] and rep["simulated_us"] > 0
+    assert rep["predicted_us"] == r.plan.cost_us and rep["method"] == r.plan.stats["auto"]["method"]
 
 
 def test_ops_of_no_module_are_listed():
@@ -129,3 +132,17 @@ def test_full_mode_attaches_the_decisions_before_scheduling(monkeypatch):
     (r,) = _run(examples.MLP(64, 128, 32), torch.randn(16, 64), options={"mode": "full", "time_limit": 2})
     assert r.error is None and seen and seen[0] is not None
     assert set(seen[0]) == set(si.decisions(r)) and seen[0]["buf0"].writer.op in r.graph.ops
+
+
+def test_side_by_side_parts_cover_the_builder_and_captured_ops():
+    from spyreopt.bench.inductor_llama import PARTS, _part_of_builder, _part_of_module, _parts
+
+    g = so.models.preset("tiny", seq=16, layers=2)
+    plan = so.solve(g, backend="greedy", time_limit=5)
+    parts = _parts(plan, _part_of_builder)
+    assert set(parts) == set(PARTS) and all(parts[p] > 0 for p in ("attention", "mlp", "norms", "lm_head"))
+    assert sum(parts.values()) == pytest.approx(plan.cost_us, abs=0.1 * len(PARTS))
+    assert _part_of_builder("l1.resid_mlp") == "other" and _part_of_builder("l0.k_rope.sum") == "attention"
+    assert [_part_of_module(m) for m in ("lm_head", "model.layers.3.mlp.up_proj", "model.layers.0.self_attn",
+                                         "model.norm", "model", None)] == [
+        "lm_head", "mlp", "attention", "norms", "other", "other"]  # fmt: skip

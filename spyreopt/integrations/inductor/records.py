@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from spyreopt.errors import SolverError
+from spyreopt.hw.simulator import simulate as run_simulator
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.integrations.inductor.names import Origin, rollup_key
 from spyreopt.model.graph import Graph
@@ -130,6 +131,21 @@ class CapturedGraph:
             row["predicted_us"] += o.predicted_us
         return out
 
+    def report(self, simulate: bool = True) -> dict[str, Any]:
+        """What the compile reports per graph: ops by kind, the method and its stages, solve seconds,
+        predicted time and (``simulate``) the simulator's time, the ops without a module."""
+        out: dict[str, Any] = {"graph": self.name, "kind": self.kind, "ops": dict(self.counts), "error": self.error}
+        if self.plan is not None:
+            auto = self.plan.stats.get("auto", {})
+            out |= {
+                "method": auto.get("method", self.plan.backend),
+                "stages": [f"{st['backend']}({st.get('status', '?')})" for st in auto.get("stages", [])],
+                "solve_s": self.solve_seconds, "predicted_us": self.plan.cost_us, "unnamed": len(self.unnamed),
+            }  # fmt: skip
+            if simulate:
+                out["simulated_us"] = run_simulator(self.plan).time_us
+        return out
+
     def table(self) -> str:
         """The plan table with each op's module path and source op."""
         if self.plan is None:
@@ -144,6 +160,8 @@ class CapturedGraph:
         cost = f", predicted {self.plan.cost_us:.2f} us ({self.plan.status})" if self.plan else ""
         if self.plan is not None and self.plan.stats.get("auto"):
             cost += f", {self.plan.stats['auto']['method']}"
+        if self.solve_seconds is not None:
+            cost += f" in {self.solve_seconds:.1f} s"
         if self.plan is not None and self.origins:
             top = sorted(self.rollup(3).items(), key=lambda kv: -kv[1]["predicted_us"])[:3]
             cost += "; most time in " + ", ".join(f"{m} {r['predicted_us']:.1f} us" for m, r in top)

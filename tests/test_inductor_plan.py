@@ -146,3 +146,15 @@ def test_side_by_side_parts_cover_the_builder_and_captured_ops():
     assert [_part_of_module(m) for m in ("lm_head", "model.layers.3.mlp.up_proj", "model.layers.0.self_attn",
                                          "model.norm", "model", None)] == [
         "lm_head", "mlp", "attention", "norms", "other", "other"]  # fmt: skip
+
+
+def test_parameters_are_weights_laid_out_as_the_matmul_reads_them():
+    """nn.Linear keeps (out, in); its device layout is chosen at load, so the matmul reads (in, out) as is."""
+    with si.capture(backend="greedy", time_limit=2) as graphs:
+        torch.compile(examples.MLP(64, 128, 32))(torch.randn(16, 64))
+    (r,) = graphs
+    assert r.error is None, r.error
+    for mm in r.matmuls:
+        b = r.graph.tensors[r.graph.ops[mm.op].inputs[1]]
+        assert b.role == "weight" and b.producer is None and b.shape == (mm.k, mm.n)
+    assert sum("laid out as read" in n for n in r.notes) == 2

@@ -83,7 +83,9 @@ def _meta_to_cpu(a: Any) -> Any:
 
 def _inner_compile(gm: torch.fx.GraphModule, example_inputs: list, *, session: Session, **kwargs: Any):
     """Compile one graph with the session active (the backward graph comes here later, on its own)."""
-    if kwargs.get("static_input_idxs"):  # the parameters (and buffers), when Inductor was told which they are
+    if kwargs.get("is_backward"):  # its fixed inputs are saved activations as well as parameters
+        session.static_inputs = ()
+    elif kwargs.get("static_input_idxs"):  # the parameters (and buffers), when Inductor was told which they are
         session.static_inputs = tuple(kwargs["static_input_idxs"])
     with active(session):
         if session.options.mode == "full":

@@ -50,8 +50,8 @@ class Session:
         record = CapturedGraph(f"{_compile_id()}:{kind}:{next(_counter)}", kind, self.options)
         start = time.perf_counter()
         try:
-            names = lowering.graph_input_names
-            tr = translate(lowering, record.name, {names[i] for i in self.static_inputs if i < len(names)})
+            names, static = lowering.graph_input_names, self.static_inputs or _static_from_context(kind)
+            tr = translate(lowering, record.name, {names[i] for i in static if i < len(names)})
             record.graph, record.op_buffer, record.opaque = tr.graph, tr.op_buffer, tr.opaque
             record.notes, record.matmuls, record.counts = tr.notes, tr.matmuls, tr.counts()
             record.inductor_nodes, record.buffer_tensor = dict(tr.inductor_nodes), tr.buffer_tensor
@@ -173,6 +173,15 @@ def capture(**options) -> Iterator[list[CapturedGraph]]:
     records: list[CapturedGraph] = []
     with active(Session(opts, records)):
         yield records
+
+
+def _static_from_context(kind: str) -> tuple[int, ...]:
+    """The forward graph's parameter inputs as AOT autograd recorded them (the plain Inductor backend)."""
+    if kind == "backward":
+        return ()
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return tuple(getattr(meta, "static_input_indices", None) or ())
 
 
 def _kind(lowering: GraphLowering) -> str:

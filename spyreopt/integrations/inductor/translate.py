@@ -107,7 +107,7 @@ class Translator(Builder):
                 self.forced.add(self.t[name].name)
         for x in sorted(self.forced):
             self._mark_output(x)
-        self._drop_unread()
+        self.drop_unread()
         read = {x for o in self.g.ops.values() for x in o.inputs}
         for name in (self.rows & self.g.tensors.keys()) - read:  # every reader took a regrouped alias
             del self.g.tensors[name]
@@ -138,22 +138,6 @@ class Translator(Builder):
             what = kernel or getattr(node, "op_overload", None)
             why = next((r for k, r in DATA_DEPENDENT.items() if k in str(what)), "is not modelled")
             raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + f" {why}")
-
-    def _drop_unread(self) -> None:
-        """Ops whose result nothing reads and that are no output (an attention kernel's logsumexp in
-        inference) are not planned: the device computes only what is used. Each one is noted."""
-        readers = Counter(x for o in self.g.ops.values() for x in o.inputs)
-        outputs = set(self.g.outputs)
-        for o in reversed(list(self.g.ops.values())):  # consumers first: a chain of unread ops goes in one pass
-            if readers[o.output] or o.output in outputs:
-                continue
-            self.notes.append(f"{self.op_buffer.pop(o.name, o.name)}: nothing reads {o.output}; not planned")
-            del self.g.ops[o.name]
-            del self.g.tensors[o.output]
-            for x in o.inputs:
-                readers[x] -= 1
-                if not readers[x] and x in self.g.tensors and self.g.tensors[x].producer is None and x not in outputs:
-                    del self.g.tensors[x]
 
     def _into_other(self, node: ir.Operation) -> None:
         """A node writing into another buffer (a concatenation's piece, an in-place update such as
@@ -425,7 +409,7 @@ class Translator(Builder):
         gn = [g for g in range(len(gp.groups)) if kinds[gp.kind_var(g)] == "n"]
         xa = self.operand(ia, reads[0], gp, 0, bm + gk)
         xb = self.operand(ib, reads[1], gp, 1, bm[:-1] + gk + gn)  # bm[-1] is A's row dim; B broadcasts over the rest
-        xb = self._loaded_as_read(xb)
+        xb = self.loaded_as_read(xb)
         if len(self.g.tensors[xa].shape) < 2:  # a single row (a decode step): the builder's matmul needs rank 2
             xa = self.op(self.fresh(f"{self.current}.row"), "reshape", xa, (1, self.g.tensors[xa].shape[-1]))
             self.notes.append(f"{self.current}: copies the single row {a.buffer} to a (1, K) matrix")
@@ -438,23 +422,6 @@ class Translator(Builder):
         if bias is not None:
             out = self.op(self.current, "pointwise", "add", mm, self.operand(ic, reads[2], gp, 2, bm + gn), dtype=dtype)
         self._register(out, gp, bm + gn, out_coeffs, set(), dtype)
-
-    def _loaded_as_read(self, x: str) -> str:
-        """A parameter the matmul reads transposed (``nn.Linear`` keeps (out, in), the matmul reads (in, out))
-        is given as a weight laid out as read: a parameter's device layout is chosen once, when the model
-        is loaded onto the device, not per step (as the builder's weights are (in, out))."""
-        t = self.g.tensors[x]
-        op = self.g.ops.get(t.producer) if t.producer else None
-        if op is None or op.kind != "view":
-            return x
-        src = self.g.tensors[op.inputs[0]]
-        if src.producer is not None or src.role != "weight" or len(t.shape) != len(src.shape):
-            return x
-        name = f"{src.name}.loaded@{'x'.join(map(str, t.shape))}"
-        if name not in self.g.tensors:
-            self.g.weight(name, t.shape, t.dtype)
-            self.notes.append(f"{self.current}: parameter {src.name} {src.shape} laid out as read, {t.shape}, at load")
-        return name
 
     # ---- multi-output kernels ----------------------------------------------------------
     def attn_arg(self, node: ir.IRNode, split: tuple[int, int] | None = None) -> str:

@@ -9,7 +9,9 @@
 * a convolution -> a matmul over patches; a concatenation -> its pieces written to device memory and
   read back as one buffer; a cumulative sum -> a reduce and an add (``extern``);
 * a gathered load (an embedding lookup) -> a device-memory read of exactly the gathered rows;
-* graph inputs -> ``input`` leaves, constants -> ``weight`` leaves; reads -> operands (``operands``);
+* graph inputs -> ``input`` leaves, constants and the model's parameters -> ``weight`` leaves (a parameter
+  a matmul reads transposed is laid out as read: its device layout is chosen at load); reads -> operands;
+* an op nothing reads that is no output (inference attention's logsumexp) is dropped, with a note;
   integer and boolean buffers are planned at their own element size (int64, fp8 for 1 byte);
 * everything else -> an *opaque* op: a pointwise ``copy`` of the right shape and dtype reading a
   stand-in leaf, its inputs forced to device memory; each one is listed with its reason.

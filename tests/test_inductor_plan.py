@@ -82,6 +82,7 @@ def test_every_op_is_named_after_its_module():
 
 def test_ops_of_no_module_are_listed():
     (r,) = _run(lambda x, w: torch.relu(x @ w), torch.randn(16, 32), torch.randn(32, 8))
+    assert f"{len(r.plan.ops)} op(s) without a module" in r.summary()
     assert r.unnamed == [o.name for o in r.plan.ops] and r.rollup() == {
         "-": {"ops": len(r.plan.ops), "predicted_us": pytest.approx(r.plan.cost_us, rel=0.5)}
     }

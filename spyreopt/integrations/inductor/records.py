@@ -165,6 +165,10 @@ class CapturedGraph:
         if self.plan is not None and self.origins:
             top = sorted(self.rollup(3).items(), key=lambda kv: -kv[1]["predicted_us"])[:3]
             cost += "; most time in " + ", ".join(f"{m} {r['predicted_us']:.1f} us" for m, r in top)
+            unnamed = self.unnamed
+            if unnamed:
+                cost += f"; {len(unnamed)} op(s) without a module: {', '.join(unnamed[:5])}"
+                cost += ", ..." if len(unnamed) > 5 else ""
         loops = "".join(
             f"; loop {i}: {len(lp['ops'])} ops {self.label(lp['ops'][0])}..{self.label(lp['ops'][-1])} "
             f"over {lp['dim']} in {lp['tiles']} "

@@ -117,3 +117,52 @@ def test_meta_device_llama_plans_without_allocating_weights():
     assert r.counts["opaque"] == 0
     mm = sorted((m.m, m.n, m.k) for m in r.matmuls if m.kernel.startswith("extern"))
     assert (32, 1000, 256) in mm and (32, 256, 512) in mm  # the LM head and the MLP down projection
+
+
+# ---- the configurations users ask about most -------------------------------------------------
+@pytest.mark.parametrize("head_dim", [128, pytest.param(256, marks=pytest.mark.slow)])
+def test_grouped_query_attention_at_real_head_dims(head_dim):
+    (r,) = compile_family(f"gqa{head_dim}")
+    assert r.counts["opaque"] == 0
+    scores = [m for m in r.matmuls if m.op.endswith(".scores")]
+    assert len(scores) == 2 and all(m.k == head_dim and (m.m, m.n) == (16, 16) for m in scores)
+    k_t = r.graph.tensors[r.graph.ops[scores[0].op].inputs[1]].shape
+    assert k_t == (2, 1, head_dim, 16)  # batch 2 x one kv head, read once for both query heads
+    assert r.unnamed == []
+
+
+def test_sliding_window_attention_reads_its_window_as_a_mask():
+    (r,) = compile_family("swa")
+    assert r.counts["opaque"] == 0
+    scaled = [o for o in r.graph.ops.values() if o.name.endswith(".scaled")]
+    assert len(scaled) == 2 and all(len(o.inputs) == 3 for o in scaled)  # scores, scale, the window's mask
+
+
+def test_mixture_of_experts_router_is_opaque_with_its_reason_and_the_rest_planned():
+    fam = families.get("moe")
+    compiled = torch.compile(fam.model, backend="spyreopt", options=OPTIONS, dynamic=False)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(**fam.kwargs).logits, fam.model(**fam.kwargs).logits)
+    (r,) = si.plans()
+    assert r.error is None, r.error
+    r.plan.validate()
+    reasons = " | ".join(r.opaque.values())
+    assert "top-k selection depends on the data" in reasons and "as many tokens as the router sent" in reasons
+    routers = [m for m in r.matmuls if r.origin(m.op).module.endswith("gate")]  # the router's logits: planned
+    assert len(routers) == 2 and all(m.n == 4 for m in routers)
+    assert sum(m.op.endswith(".scores") for m in r.matmuls) == 2  # attention is planned as usual
+
+
+def test_batch_4_decode_step_over_a_static_cache():
+    model, inputs = families.decode_step(batch=4, context=32)
+    compiled = torch.compile(model, backend="spyreopt", options=OPTIONS, dynamic=False)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(**inputs()).logits, model(**inputs()).logits)
+    records = si.plans()
+    assert records
+    for r in records:
+        covered(r)
+    (r,) = records
+    proj = [m for m in r.matmuls if r.origin(m.op).module.endswith(("q_proj", "down_proj", "lm_head"))]
+    assert len(proj) == 5 and all(m.m == 4 for m in proj)  # one row per sequence of the batch
+    assert any("written into" in n for n in r.notes)  # the new keys and values go into the cache

@@ -133,7 +133,7 @@ def row(model: str, r: si.CapturedGraph) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default="greedy")
+    ap.add_argument("--backend", default="auto")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--size", choices=examples.SIZES, default="small")

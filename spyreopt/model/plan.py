@@ -111,9 +111,10 @@ class Plan:
             return None
         return max(self.cost_us - self.bound_us, 0.0) / self.cost_us
 
-    def table(self, summary: bool = True) -> str:
-        """A readable per-op table with a legend and the edges not in place; the total line with ``summary``."""
-        return plan_table(self, summary)
+    def table(self, summary: bool = True, labels: dict[str, str] | None = None) -> str:
+        """A readable per-op table with a legend and the edges not in place; the total line with ``summary``;
+        ``labels`` (op -> text, e.g. the model's module path) adds a column."""
+        return plan_table(self, summary, labels)
 
     def explain(self, op: str | None = None):
         """Why each op (or only ``op``) has its decision: its best rejected alternatives with their exact plan

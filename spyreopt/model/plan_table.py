@@ -24,10 +24,13 @@ BLOCKS = 48  # segments of a plan whose op names give no layers
 EDGES_LISTED = 12  # edges not in place listed by name; the rest are counted (``spyreopt explain`` has all)
 
 
-def plan_table(plan: Plan, summary: bool = True) -> str:
+def plan_table(plan: Plan, summary: bool = True, labels: dict[str, str] | None = None) -> str:
     """The per-op table, a legend, the edges not in place, staged inputs and loops; then (``summary``) the
-    total with its bound, backend and status, the note and any budget that cut a stage."""
+    total with its bound, backend and status, the note and any budget that cut a stage; ``labels``
+    (op -> text, e.g. the model's module path) adds a column."""
     rows = [("op", "kind", "division", "cores", "stick", "residency", "loop", "addr", "pred_us")]
+    if labels is not None:
+        rows[0] += ("from",)
     staged = staged_inputs(plan)
     tensors = {t.producer: t for t in plan.tensors if t not in staged}
     for o in plan.ops:
@@ -44,6 +47,7 @@ def plan_table(plan: Plan, summary: bool = True) -> str:
                 "-" if t.address is None else str(t.address),
                 f"{o.predicted_us:,.3f}",
             )
+            + ((labels.get(o.name, "-"),) if labels is not None else ())
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]

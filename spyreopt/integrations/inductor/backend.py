@@ -60,6 +60,8 @@ def _plan_meta(gm: torch.fx.GraphModule, example_inputs: list, session: Session,
             torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu") if _on_meta(x) else x
             for x in example_inputs
         ]
+    # Inductor is not told which inputs are parameters here: the inference graph keeps Dynamo's input order
+    session.static_inputs = tuple(i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter))
     graph = _copy_graph(gm)
     for node in graph.nodes:
         node.args, node.kwargs = (torch.fx.node.map_aggregate(a, _meta_to_cpu) for a in (node.args, node.kwargs))
@@ -81,6 +83,10 @@ def _meta_to_cpu(a: Any) -> Any:
 
 def _inner_compile(gm: torch.fx.GraphModule, example_inputs: list, *, session: Session, **kwargs: Any):
     """Compile one graph with the session active (the backward graph comes here later, on its own)."""
+    if kwargs.get("is_backward"):  # its fixed inputs are saved activations as well as parameters
+        session.static_inputs = ()
+    elif kwargs.get("static_input_idxs"):  # the parameters (and buffers), when Inductor was told which they are
+        session.static_inputs = tuple(kwargs["static_input_idxs"])
     with active(session):
         if session.options.mode == "full":
             return compile_fx_inner(gm, example_inputs, **kwargs)

@@ -2,19 +2,22 @@
 (random weights, nothing downloaded), and the Llama-3-8B configuration for whole-model planning.
 
 ``get(name)`` returns a ``Family``: a tiny model in eval mode, its inputs, and the output field
-to compare with eager. ``llama(layers, device="meta")`` builds a Llama-3-8B-shaped
+to compare with eager (besides the six families: grouped-query attention at head dims 128 and 256,
+Mistral's sliding window, a Mixtral mixture of experts). ``decode_step(batch)`` is one decode step of
+a tiny Llama over a static cache. ``llama(layers, device="meta")`` builds a Llama-3-8B-shaped
 ``LlamaForCausalLM`` whose parameters live on ``device`` (``meta``: no storage at all).
 Needs ``transformers``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-NAMES = ("gpt2", "bert", "qwen2", "mistral", "t5", "vit")
+NAMES = ("gpt2", "bert", "qwen2", "mistral", "t5", "vit", "gqa128", "gqa256", "swa", "moe")
 VOCAB = 128
 # Llama-3-8B (public configuration); num_hidden_layers is given per call.
 LLAMA_3_8B = {
@@ -54,6 +57,16 @@ def get(name: str, batch: int = 2, seq: int = 16, seed: int = 0) -> Family:
         fam = Family(name, tf.Qwen2ForCausalLM(tf.Qwen2Config(**decoder)), {"input_ids": ids})
     elif name == "mistral":
         fam = Family(name, tf.MistralForCausalLM(tf.MistralConfig(**decoder)), {"input_ids": ids})
+    elif name in ("gqa128", "gqa256"):  # grouped-query attention at a real head dim: 2 query heads per kv head
+        d = int(name[3:])
+        cfg = tf.LlamaConfig(**(decoder | {"hidden_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                           "head_dim": d}))  # fmt: skip
+        fam = Family(name, tf.LlamaForCausalLM(cfg), {"input_ids": ids})
+    elif name == "swa":  # sliding-window attention: a window of 8 over 16 tokens, an explicit mask
+        fam = Family(name, tf.MistralForCausalLM(tf.MistralConfig(**decoder, sliding_window=8)), {"input_ids": ids})
+    elif name == "moe":  # a mixture of experts: a router choosing 2 of 4 experts per token
+        cfg = tf.MixtralConfig(**decoder, num_local_experts=4, num_experts_per_tok=2)
+        fam = Family(name, tf.MixtralForCausalLM(cfg), {"input_ids": ids})
     elif name == "t5":
         cfg = tf.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=VOCAB)
         fam = Family(
@@ -69,6 +82,25 @@ def get(name: str, batch: int = 2, seq: int = 16, seed: int = 0) -> Family:
         raise ValueError(f"unknown family {name!r}; known: {list(NAMES)}")
     fam.model.eval()
     return fam
+
+
+def decode_step(batch: int = 4, context: int = 32, seed: int = 0) -> tuple[torch.nn.Module, Callable[[], dict]]:
+    """A tiny Llama and a maker of one decode step's inputs: ``batch`` new tokens, one per sequence, at the
+    last of ``context`` positions of a fresh static key/value cache (each call: its own cache)."""
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    model = tf.LlamaForCausalLM(tf.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                               num_key_value_heads=2, intermediate_size=128, vocab_size=VOCAB,
+                                               max_position_embeddings=64)).eval()  # fmt: skip
+    ids = torch.randint(0, VOCAB, (batch, 1))
+
+    def inputs() -> dict:
+        cache = tf.StaticCache(config=model.config, max_cache_len=context)
+        return {"input_ids": ids, "past_key_values": cache, "use_cache": True,
+                "cache_position": torch.tensor([context - 1])}  # fmt: skip
+
+    return model, inputs
 
 
 def llama(layers: int = 32, device: str = "meta", dtype: torch.dtype = torch.bfloat16, **overrides) -> torch.nn.Module:

@@ -25,6 +25,8 @@ from torch._inductor.graph import GraphLowering
 
 from spyreopt.api import solve
 from spyreopt.errors import SolverError
+from spyreopt.integrations.inductor.decisions import ATTRIBUTE, decisions
+from spyreopt.integrations.inductor.names import buffer_origins
 from spyreopt.integrations.inductor.records import CapturedGraph, Options, publish
 from spyreopt.integrations.inductor.translate import translate
 
@@ -39,6 +41,7 @@ class Session:
 
     options: Options
     sink: list[CapturedGraph] | None = None
+    static_inputs: tuple[int, ...] = ()  # indices of the graph inputs that are the model's parameters
     _seen: set[int] = field(default_factory=set)
 
     def capture(self, lowering: GraphLowering) -> CapturedGraph:
@@ -47,10 +50,12 @@ class Session:
         record = CapturedGraph(f"{_compile_id()}:{kind}:{next(_counter)}", kind, self.options)
         start = time.perf_counter()
         try:
-            tr = translate(lowering, record.name)
+            names, static = lowering.graph_input_names, self.static_inputs or _static_from_context(kind)
+            tr = translate(lowering, record.name, {names[i] for i in static if i < len(names)})
             record.graph, record.op_buffer, record.opaque = tr.graph, tr.op_buffer, tr.opaque
             record.notes, record.matmuls, record.counts = tr.notes, tr.matmuls, tr.counts()
-            record.inductor_nodes = dict(tr.inductor_nodes)
+            record.inductor_nodes, record.buffer_tensor = dict(tr.inductor_nodes), tr.buffer_tensor
+            record.origins = buffer_origins(lowering)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, never raised into the compile
             record.error = f"translation failed: {type(exc).__name__}: {exc} (at {_where(exc)})"
         record.capture_seconds = time.perf_counter() - start
@@ -91,9 +96,13 @@ def _codegen_with_capture(self: GraphLowering, *args, **kwargs):
     session = _active.get()
     if session is not None and id(self) not in session._seen:
         session._seen.add(id(self))
-        session.capture(self)
+        record = session.capture(self)
         if session.options.mode == "analysis":
             raise AnalysisOnly()
+        try:  # where a downstream pass (the scheduler, codegen) reads them: ``V.graph.spyreopt_decisions``
+            setattr(self, ATTRIBUTE, decisions(record))
+        except Exception as exc:  # noqa: BLE001 - never raised into the compile
+            record.error = f"attaching the decisions failed: {type(exc).__name__}: {exc}"
     return _original(self, *args, **kwargs)
 
 
@@ -164,6 +173,15 @@ def capture(**options) -> Iterator[list[CapturedGraph]]:
     records: list[CapturedGraph] = []
     with active(Session(opts, records)):
         yield records
+
+
+def _static_from_context(kind: str) -> tuple[int, ...]:
+    """The forward graph's parameter inputs as AOT autograd recorded them (the plain Inductor backend)."""
+    if kind == "backward":
+        return ()
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return tuple(getattr(meta, "static_input_indices", None) or ())
 
 
 def _kind(lowering: GraphLowering) -> str:

@@ -15,6 +15,7 @@ Every copy and device-memory read added here is listed in ``notes``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from spyreopt.integrations.inductor.access import Unsupported
@@ -84,6 +85,41 @@ class Builder:
         if perm == list(range(len(perm))):
             return x
         return self.op(self.fresh(f"{self.current}.view"), "permute", x, perm)
+
+    def loaded_as_read(self, x: str) -> str:
+        """A parameter the matmul reads transposed (``nn.Linear`` keeps (out, in), the matmul reads (in, out))
+        is given as a weight laid out as read: a parameter's device layout is chosen once, when the model
+        is loaded onto the device, not per step (as the builder's weights are (in, out))."""
+        t = self.g.tensors[x]
+        op = self.g.ops.get(t.producer) if t.producer else None
+        if op is None or op.kind != "view":
+            return x
+        src = self.g.tensors[op.inputs[0]]
+        if src.producer is not None or src.role != "weight" or len(t.shape) != len(src.shape):
+            return x
+        name = f"{src.name}.loaded@{'x'.join(map(str, t.shape))}"
+        if name not in self.g.tensors:
+            self.g.weight(name, t.shape, t.dtype)
+            self.notes.append(f"{self.current}: parameter {src.name} {src.shape} laid out as read, {t.shape}, at load")
+        return name
+
+    def drop_unread(self) -> None:
+        """Ops whose result nothing reads and that are no output (an attention kernel's logsumexp in
+        inference) are not planned: the device computes only what is used. Each one is noted."""
+        readers = Counter(x for o in self.g.ops.values() for x in o.inputs)
+        outputs = set(self.g.outputs)
+        for o in reversed(list(self.g.ops.values())):  # consumers first: a chain of unread ops goes in one pass
+            if readers[o.output] or o.output in outputs:
+                continue
+            buffer = self.op_buffer.pop(o.name, o.name)
+            if o.kind != "view":  # a view left unread (a parameter now read as laid out) computes nothing
+                self.notes.append(f"{buffer}: nothing reads {o.output}; not planned")
+            del self.g.ops[o.name]
+            del self.g.tensors[o.output]
+            for x in o.inputs:
+                readers[x] -= 1
+                if not readers[x] and x in self.g.tensors and self.g.tensors[x].producer is None and x not in outputs:
+                    del self.g.tensors[x]
 
     # ---- operands --------------------------------------------------------------
     def operand(self, info: TInfo, rd: Read, gp: Grouping, j: int, target: list[int]) -> str:

@@ -9,7 +9,9 @@
 * a convolution -> a matmul over patches; a concatenation -> its pieces written to device memory and
   read back as one buffer; a cumulative sum -> a reduce and an add (``extern``);
 * a gathered load (an embedding lookup) -> a device-memory read of exactly the gathered rows;
-* graph inputs -> ``input`` leaves, constants -> ``weight`` leaves; reads -> operands (``operands``);
+* graph inputs -> ``input`` leaves, constants and the model's parameters -> ``weight`` leaves (a parameter
+  a matmul reads transposed is laid out as read: its device layout is chosen at load); reads -> operands;
+* an op nothing reads that is no output (inference attention's logsumexp) is dropped, with a note;
   integer and boolean buffers are planned at their own element size (int64, fp8 for 1 byte);
 * everything else -> an *opaque* op: a pointwise ``copy`` of the right shape and dtype reading a
   stand-in leaf, its inputs forced to device memory; each one is listed with its reason.
@@ -52,6 +54,13 @@ ARITHMETIC_OPS = {
     "relu": "relu", "square": "square", "where": "max", "abs": "max",
 }  # fmt: skip
 REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
+# kernels whose work depends on the data (a mixture-of-experts router's choices): opaque, with the reason
+DATA_DEPENDENT = {
+    "topk": "is not modelled: the router's top-k selection depends on the data",
+    "sort": "is not modelled: sorting tokens by expert depends on the router's choices",
+    "histc": "is not modelled: counting tokens per expert depends on the router's choices",
+    "grouped_mm": "is not modelled: expert matmuls over as many tokens as the router sent each expert (known at run time)",
+}
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Translation:
     notes: list[str]  # copies and device-memory reads the translation added
     matmuls: list[MatmulInfo]
     inductor_nodes: Counter = field(default_factory=Counter)  # IR node type -> count
+    buffer_tensor: dict[str, str] = field(default_factory=dict)  # Inductor buffer -> the tensor holding its data
 
     def counts(self) -> dict[str, int]:
         c = Counter(o.kind for o in self.graph.ops.values())
@@ -70,9 +80,10 @@ class Translation:
 
 
 class Translator(Builder):
-    def __init__(self, lowering, name: str):
+    def __init__(self, lowering, name: str, parameters: set[str] | frozenset[str] = frozenset()):
         super().__init__(Graph(name))
         self.lw = lowering
+        self.parameters = parameters
         self.t: dict[str, TInfo] = {}
         self.opaque: dict[str, str] = {}
         # (kernel buffer, output index) -> (tensor, dtype, head split of a grouped-query attention output)
@@ -98,10 +109,12 @@ class Translator(Builder):
                 self.forced.add(self.t[name].name)
         for x in sorted(self.forced):
             self._mark_output(x)
+        self.drop_unread()
         read = {x for o in self.g.ops.values() for x in o.inputs}
         for name in (self.rows & self.g.tensors.keys()) - read:  # every reader took a regrouped alias
             del self.g.tensors[name]
-        return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes)
+        held = {k: v.name for k, v in self.t.items() if k == v.buffer and v.name in self.g.tensors}
+        return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes, held)
 
     def _translate(self, node: ir.Operation) -> None:
         kernel = getattr(node, "python_kernel_name", None)
@@ -125,7 +138,8 @@ class Translator(Builder):
             self._multi_output(node)
         else:
             what = kernel or getattr(node, "op_overload", None)
-            raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + " is not modelled")
+            why = next((r for k, r in DATA_DEPENDENT.items() if k in str(what)), "is not modelled")
+            raise Unsupported(f"{type(node).__name__}" + (f" {what}" if what else "") + f" {why}")
 
     def _into_other(self, node: ir.Operation) -> None:
         """A node writing into another buffer (a concatenation's piece, an in-place update such as
@@ -192,7 +206,7 @@ class Translator(Builder):
         else:
             layout = self.lw.graph_inputs[name].get_layout()
             size, stride, dtype = acc.ints(layout.size, "size"), acc.ints(layout.stride, "stride"), layout.dtype
-            make = self.g.input
+            make = self.g.weight if name in self.parameters else self.g.input
         sdtype = acc.stand_in_dtype(dtype)
         if acc.planned_dtype(dtype) is None:
             fit = "same size" if dtype.itemsize in acc.STAND_IN else f"not {dtype.itemsize} bytes"
@@ -397,6 +411,7 @@ class Translator(Builder):
         gn = [g for g in range(len(gp.groups)) if kinds[gp.kind_var(g)] == "n"]
         xa = self.operand(ia, reads[0], gp, 0, bm + gk)
         xb = self.operand(ib, reads[1], gp, 1, bm[:-1] + gk + gn)  # bm[-1] is A's row dim; B broadcasts over the rest
+        xb = self.loaded_as_read(xb)
         if len(self.g.tensors[xa].shape) < 2:  # a single row (a decode step): the builder's matmul needs rank 2
             xa = self.op(self.fresh(f"{self.current}.row"), "reshape", xa, (1, self.g.tensors[xa].shape[-1]))
             self.notes.append(f"{self.current}: copies the single row {a.buffer} to a (1, K) matrix")
@@ -546,6 +561,7 @@ def _buffer_name(node) -> str | None:
         return None
 
 
-def translate(lowering, name: str) -> Translation:
-    """The spyreopt graph of one lowered Inductor graph (``GraphLowering`` at codegen entry)."""
-    return Translator(lowering, name).run()
+def translate(lowering, name: str, parameters: set[str] | frozenset[str] = frozenset()) -> Translation:
+    """The spyreopt graph of one lowered Inductor graph (``GraphLowering`` at codegen entry);
+    ``parameters``: the graph inputs that are the model's parameters (planned as weights)."""
+    return Translator(lowering, name, parameters).run()

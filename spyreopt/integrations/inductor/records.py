@@ -109,10 +109,11 @@ class CapturedGraph:
         return self.origins.get(self.op_buffer.get(op, op), NO_ORIGIN)
 
     def label(self, op: str) -> str:
-        """``model.layers.0.self_attn.q_proj (aten.mm)``, or the Inductor buffer when no module is known."""
+        """``model.layers.0.self_attn.q_proj (aten.mm)``, or the Inductor buffer when no module is known; the
+        source op in parentheses when Inductor recorded one."""
         o = self.origin(op)
         where = self.op_buffer.get(op, op) if o.module is None else rollup_key(o.module, None)
-        return f"{where} ({o.source or '?'})"
+        return f"{where} ({o.source})" if o.source else where
 
     @property
     def unnamed(self) -> list[str]:

@@ -159,3 +159,27 @@ def test_a_lone_cores_write_adds_no_time_in_the_model():
     assert u.mem * 1e-3 == pytest.approx(float(cm.read_ns(c, nbytes, 0, 1)), abs=0.002)  # no requests, no write
     spread = many.unary_parts(0, 0)
     assert spread.mem * 1e-3 > float(cm.read_ns(c, nbytes, 0, 1)) + nbytes / c.hbm_bytes_per_ns
+
+
+def test_a_cores_own_dma_floors_its_traffic():
+    """Each core moves its share of the op's reads and write through its own DMA engine: on one core a copy
+    of 512 KB (in and out) takes at least 1 MB x ``hbm_core_ns_per_byte``, its write included; spread over 32
+    cores the floor is a 32nd and the aggregate terms rule; 0 disables the floor (the shipped default)."""
+    from dataclasses import replace
+
+    import spyreopt as so
+    from spyreopt.model.problem import Problem
+
+    assert cm.core_floor_ns(replace(C, hbm_core_ns_per_byte=0.025), 1000, 600, 4) == pytest.approx(10.0)
+    assert cm.core_floor_ns(C, 1000, 600, 4) == 0.0
+    g = so.Graph("f")
+    g.output(g.pointwise("neg", g.input("x", (256, 1024)), name="e"))
+    nbytes, floor = 256 * 1024 * 2, replace(C, hbm_core_ns_per_byte=0.025)
+    one = Problem(g, so.HardwareSpec(cores=1), floor, fixed={"e": ((1, 1), 1, "hbm")})
+    assert one.unary_parts(0, 0).mem * 1e-3 == pytest.approx(2 * nbytes * 0.025, abs=0.002)
+    without = Problem(g, so.HardwareSpec(cores=1), C, fixed={"e": ((1, 1), 1, "hbm")})
+    assert without.unary_parts(0, 0).mem * 1e-3 == pytest.approx(float(cm.read_ns(C, nbytes, 0, 1)), abs=0.002)
+    many = Problem(g, so.HardwareSpec(), floor, fixed={"e": ((32, 1), 1, "hbm")})
+    spread = Problem(g, so.HardwareSpec(), C, fixed={"e": ((32, 1), 1, "hbm")})
+    assert 2 * nbytes / 32 * 0.025 < spread.unary_parts(0, 0).mem * 1e-3  # below the aggregate: no effect
+    assert many.unary_parts(0, 0).mem == spread.unary_parts(0, 0).mem

@@ -58,6 +58,7 @@ def _random_coefficients(seed: int) -> Coefficients:
         lo, hi = F.BOUNDS[k]
         c[k] = float(np.clip(v * rng.uniform(0.5, 1.5), lo, hi)) if v > 0 else v
     c["overlap_gamma"] = float(rng.uniform(0.3, 1.0))
+    c["hbm_core_ns_per_byte"] = float(rng.uniform(0.005, 0.05))  # the per-core DMA floor active (0 by default)
     return Coefficients.from_dict(c)
 
 

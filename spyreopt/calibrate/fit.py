@@ -44,6 +44,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_request_ns": (0.0, 200.0),
     "hbm_latency_ns": (0.0, 5000.0),
     "hbm_shared_bytes_per_ns": (1.0, 1e4),
+    "hbm_core_ns_per_byte": (0.0, 1.0),
     "macs_per_ns_per_core": (100.0, 10000.0),
     "pt_underfill_c": (0.0, 3.0),
     "pt_underfill_p": (0.05, 3.0),
@@ -64,6 +65,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "op_overhead_ns": (0.0, 1e4),
 }
 START = {
+    "hbm_core_ns_per_byte": 0.01,  # a core's own DMA at 100 bytes/ns, about half the aggregate
     "hbm_shared_bytes_per_ns": 40.0,
     "relayout_bytes_per_ns": 40.0,  # a core's ring ingress (the public 547 is a span rate, not an ingress rate)
     "hbm_request_ns": 2.0,
@@ -129,7 +131,9 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
         t["acc_elems"] = float(base.footprint // oc.out.elem_bytes) if oc.space.reduction[tile.dim] else 0.0
     if matmul:
         t.update(psum_bytes=base.footprint, ksplit=reduction_split(oc.space, lay.division))
-    t["r_bytes"] = int(lq.leaf_bytes[li])
+    t["r_bytes"] = t["leaf_bytes"] = int(lq.leaf_bytes[li])
+    own_write = lay.write_bytes if cand.residency != "lx" else 0  # a lone core's write too (``own_parts``)
+    t["core_bytes"] = (t["leaf_bytes"] + own_write) / lay.division.cores
     t["reads"] = [(t["r_bytes"], int(lq.leaf_requests[li]), float(lq.reads_leaf), int(lq.leaf_shared[li]))]
     for j in np.flatnonzero(lq.leaf_restick[li]):
         _add_restick(t, (int(lq.leaf_restick_bytes[li, j]), int(lq.leaf_restick_requests[li, j])))

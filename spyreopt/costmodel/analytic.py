@@ -60,6 +60,14 @@ def read_ns(c: Coefficients, distinct_bytes, requests=0, streams=0, shared_bytes
     return np.maximum(transfer_ns(c, distinct_bytes, requests, streams), shared_bytes / c.hbm_shared_bytes_per_ns)
 
 
+def core_floor_ns(c: Coefficients, read_bytes, write_bytes, cores):
+    """The least time of an op's own device-memory traffic: each core moves its share of the reads and the
+    write through its own DMA engine at ``1 / hbm_core_ns_per_byte`` (a lone core's write included), however
+    fast the aggregate bandwidth (0: no floor)."""
+    share = (np.asarray(read_bytes, dtype=np.float64) + np.asarray(write_bytes)) / np.maximum(cores, 1)
+    return share * c.hbm_core_ns_per_byte
+
+
 def mixed_ns(c: Coefficients, read_bytes, write_bytes, fraction=1.0):
     """Read/write turnaround: paid on the smaller direction while both stream at once (``fraction`` of the op)."""
     return c.hbm_mixed_ns_per_byte * fraction * np.minimum(read_bytes, write_bytes)

@@ -17,6 +17,7 @@ class Coefficients:
     hbm_request_ns: float  # controller time per DMA request (a short contiguous run costs a whole request)
     hbm_latency_ns: float  # latency before a device-memory stream's first request
     hbm_shared_bytes_per_ns: float  # one core's delivery rate of a read other cores share (served once)
+    hbm_core_ns_per_byte: float  # a core's own DMA time per byte of its reads and write: a floor (0: none)
     macs_per_ns_per_core: float  # sustained matmul rate
     pt_underfill_c: float  # PE-array efficiency 1 - c * rows^-p when a core gets few rows
     pt_underfill_p: float

@@ -28,7 +28,10 @@ bytes it shares with other cores at ``hbm_shared_bytes_per_ns`` (the published
 decode projections: an m split does not read the weight once per core). An op
 on one core (``alone``) streams its write while it reads and pays no per-request
 controller overhead (no other core's requests interleave): its write adds no time
-(the published one-core softmax moves 8.4 MB in 32.5 µs).
+(the published one-core softmax moves 8.4 MB in 32.5 µs). Each core moves its share of the op's own
+reads and write through its own DMA engine (``analytic.core_floor_ns``): that share over the per-core
+rate floors the op's own device-memory time, a lone core's write included (the sweep's one-core copy
+moves 67 MB in 1,574 µs, 43 GB/s; 0 in the shipped default: no floor).
 
 The device-memory turnaround ``a * f * min(r, w)`` is concave; the planner
 resolves it with two twin candidates charging ``a*f*r`` (branch "r") or
@@ -44,6 +47,7 @@ import numpy as np
 from spyreopt.costmodel import loops
 from spyreopt.costmodel.analytic import (
     PS_PER_NS,
+    core_floor_ns,
     mixed_ns,
     overlap,
     overlap_fraction,
@@ -99,6 +103,7 @@ class OwnQuantities:
     write_bytes: np.ndarray  # 0 when the output stays in scratchpad only
     write_requests: np.ndarray
     alone: np.ndarray  # bool: one core, whose write streams while it reads (duplex), so it adds no time
+    cores: np.ndarray  # cores sharing the op's own reads and write (``analytic.core_floor_ns``)
     split: np.ndarray  # bool: a k split (the write follows the partial sums, not overlapped)
     stream_bytes: np.ndarray  # sets the overlap fraction
     branch: np.ndarray  # 0 "-" (exact min), 1 "r", 2 "w"
@@ -127,6 +132,7 @@ def own_parts(c: Coefficients, q: OwnQuantities) -> OwnParts:
     overlapped_write = np.where(q.split | q.alone, 0, write)
     mem = to_ps(read_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams, q.leaf_shared))
     mem = mem + np.where(q.split | q.alone, 0, write_t)
+    mem = np.maximum(mem, to_ps(core_floor_ns(c, q.leaf_bytes, write, q.cores)))  # each core's own DMA
     frac = overlap_fraction(c, q.stream_bytes)
     # the turnaround on min(reads, write); the "r" twin charges it on the reads, the "w" twin on the write
     r_side = np.where(q.branch == 2, overlapped_write, q.leaf_bytes)
@@ -221,8 +227,8 @@ def op_ns(
 ):
     """Per op (arrays over ops), ns: its total, relayout and restickify time from its quantities summed over
     its candidate and edges (``v``: compute terms, ``r_bytes`` the distinct bytes it reads, ``w_``/``sw_``
-    bytes, requests and streams of overlapped and split writes, ``rs_`` restickify traffic and count,
-    ``stream``), its device-memory reads (``reads``: bytes, requests, streams, shared per read, ``read_op``
+    bytes, requests and streams of overlapped and split writes, ``core_bytes`` its own reads and write per
+    core, ``rs_`` restickify traffic and count, ``stream``), its device-memory reads (``reads``: bytes, requests, streams, shared per read, ``read_op``
     its op's row: the leaf reads as one, then each edge's) and its relayout edges.
 
     The planner's ``own_parts`` + ``edge_parts`` + ``op_time`` in real numbers: each read is ``read_ns``,
@@ -235,13 +241,15 @@ def op_ns(
     if "acc_elems" in v:  # a loop over a matmul's k adds each further tile's partial result
         compute = compute + loops.accumulate_ns(c, v["acc_elems"], tiles)
     frac = overlap_fraction(c, v["stream"])
-    read_t = np.zeros(len(compute))
-    np.add.at(read_t, read_op, read_ns(c, reads["bytes"], reads["req"], reads["streams"], reads["shared"]))
-    mem = (
-        read_t
-        + transfer_ns(c, v["w_bytes"], v["w_req"], v["w_streams"])
-        + mixed_ns(c, v["r_bytes"], v["w_bytes"], frac)
-    )
+    read_t, leaf_t = np.zeros(len(compute)), np.zeros(len(compute))
+    each = read_ns(c, reads["bytes"], reads["req"], reads["streams"], reads["shared"])
+    np.add.at(read_t, read_op, each)
+    first = np.r_[True, read_op[1:] != read_op[:-1]] if len(read_op) else np.zeros(0, dtype=bool)
+    np.add.at(leaf_t, read_op[first], each[first])  # an op's first read is its leaf reads (``fit._op_terms``)
+    write_t = transfer_ns(c, v["w_bytes"], v["w_req"], v["w_streams"])
+    mem = read_t + write_t + mixed_ns(c, v["r_bytes"], v["w_bytes"], frac)
+    if "core_bytes" in v:  # the per-core floor of its own reads and write, as ``own_parts`` (edge reads on top)
+        mem = mem + np.maximum(v["core_bytes"] * c.hbm_core_ns_per_byte - leaf_t - write_t, 0.0)
     split_write = transfer_ns(c, v["sw_bytes"], v["sw_req"], v["sw_streams"])
     count = v["rs_count"]
     restick = np.where(count > 0, restick_ns(c, v["rs_bytes"], v["rs_req"]) + (count - 1) * c.restick_latency_ns, 0.0)

@@ -45,6 +45,7 @@ class LayoutQuantities:
     reads_leaf: bool  # the op reads a graph input or weight: its device-memory read stream starts anyway
     held: np.ndarray  # LX bytes per core held whatever the residency: a loop's accumulator and staged operands
     alone: np.ndarray  # bool: one core (it streams reads and writes at once, without other cores' requests between)
+    cores: np.ndarray  # cores of the division: they share the op's own device-memory traffic
 
 
 def layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuantities:
@@ -93,6 +94,7 @@ def _layout_quantities(oc: OpCandidates, leaf: tuple[bool, ...]) -> LayoutQuanti
         reads_leaf=any(leaf),
         held=np.array([_held(x) for x in lays], dtype=np.int64),
         alone=alone,
+        cores=np.array([x.division.cores for x in lays], dtype=np.int64),
     )
 
 

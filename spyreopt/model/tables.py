@@ -61,6 +61,7 @@ def op_table(
         leaf_restick=lq.leaf_restick[layout],
         write_bytes=np.where(kept, 0, lq.write_bytes[layout]),
         alone=lq.alone[layout],
+        cores=lq.cores[layout],
         write_requests=lq.write_requests[layout],
         split=lq.split[layout],
         stream_bytes=lq.stream_bytes[layout],

@@ -40,6 +40,7 @@ from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_check import offer
 from spyreopt.model.problem import Problem
+from spyreopt.solvers.addresses import place_assignment
 
 STATUS_ORDER = ("optimal", "feasible", "timeout")
 
@@ -188,5 +189,26 @@ def stitch(
     try:
         plan.validate()
     except PlanError as exc:
-        raise PlanError(f"decompose: the stitched plan is invalid: {exc}") from exc
+        return _replaced(problem, sol, backend, seed, exc)
+    return plan
+
+
+def _replaced(problem: Problem, sol: Solution, backend: str, seed: int, why: PlanError) -> Plan:
+    """The stitched decisions with addresses placed afresh on the full graph: the segments' addresses can be
+    wrong there, since the fixed full Problem may pair ops the segments' Problems did not (an op's interval is
+    widened over a loop only while a tiled candidate of it exists, so fixing it untiled makes it the last reader
+    of a donor, ``model.inplace``: its output must then take that operand's address). Raises PlanError when the
+    decisions cannot be placed either."""
+    offsets = place_assignment(problem.formulation, sol.assignment, seed=seed)
+    if offsets is None:
+        raise PlanError(f"decompose: the stitched plan is invalid ({why}) and its buffers cannot be placed afresh")
+    note = f"; addresses re-placed on the full graph (the segments' were invalid there: {why})"
+    fresh = Solution(sol.assignment, offsets, sol.status, sol.objective, message=sol.message + note)
+    plan = decode(problem, fresh, backend=backend, seed=seed)
+    offer(plan, problem)
+    try:
+        plan.validate()
+    except PlanError as exc:
+        raise PlanError(f"decompose: the stitched plan is invalid even with fresh addresses: {exc}") from exc
+    plan.stats["stitch_repair"] = {"replaced_addresses": True, "why": str(why)}
     return plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spyreopt.cli import read_file
 from spyreopt.model.plan import Plan
 
 
@@ -16,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    plan = Plan.from_json(Path(args.plan).read_text())
+    plan = read_file(Path(args.plan), Plan.from_json)
     plan.validate()
     print(plan.table())
     if args.png:

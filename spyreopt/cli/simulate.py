@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spyreopt.cli import read_file
 from spyreopt.errors import FormatError
 from spyreopt.hw.simulator import simulate
 from spyreopt.model.plan import Plan
@@ -26,7 +27,7 @@ def _simulate(args: argparse.Namespace) -> int:
     path = Path(args.plan)
     if not path.is_file():
         raise FormatError(f"plan file {str(path)!r} does not exist")
-    plan = Plan.from_json(path.read_text())
+    plan = read_file(path, Plan.from_json)
     result = simulate(plan)
     print(f"{plan.graph.get('name', 'graph')}: {len(plan.ops)} ops, plan from {plan.backend}")
     print(result.table({o.name: o.predicted_us for o in plan.ops}))

@@ -6,9 +6,11 @@ import argparse
 import time
 from pathlib import Path
 
-from spyreopt import workloads
+from spyreopt import limits, workloads
 from spyreopt.api import solve
+from spyreopt.cli import read_file
 from spyreopt.errors import GraphError
+from spyreopt.limits import check_limit
 from spyreopt.model.graph import Graph
 from spyreopt.model.restrict import load_pin
 from spyreopt.solvers.registry import names as backend_names
@@ -27,8 +29,9 @@ def load_graph(target: str, args: argparse.Namespace | None = None) -> Graph:
         raise GraphError(f"--seq, --phase, --context and --layers shape a model: preset, not {target!r}")
     path = Path(target)
     if path.suffix == ".json" or path.exists():
-        return Graph.from_json(path.read_text())
+        return read_file(path, Graph.from_json)
     return workloads.get(target)
+
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--decompose", choices=["layers"], help="solve each distinct repeated layer once")
     s.add_argument("--pin", metavar="FILE.json", help='{op: {"division": {dim: parts}, "residency": "lx"|"hbm"}}')
     s.add_argument("--forbid", default="", help="capabilities, e.g. relayout,staging (see spyreopt.model.restrict)")
+    s.add_argument(
+        "--strict", action="store_true", help="exit 3 when the plan is below what the method normally reaches "
+        "(a stage cut by the clock, or a faster method's plan answering: plan.stats['limits'])",
+    )  # fmt: skip
     m = s.add_argument_group("model presets (model:NAME)")
     m.add_argument("--phase", choices=["prefill", "decode"], help="prefill (default) or one decode step")
     m.add_argument("--seq", type=int, help="tokens: prefill length (default 2048) or new tokens per decode step (1)")
@@ -68,12 +75,15 @@ def _workloads(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    start = time.perf_counter()
-    graph = load_graph(args.target, args)
-    plan = solve(
-        graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache, decompose=args.decompose,
-        pin=load_pin(args.pin) if args.pin else None, forbid=args.forbid,
-    )  # fmt: skip
+    """0 when a plan was printed; 2 on bad input; 3 under ``--strict`` when the plan is limited."""
+    check_limit(args.time_limit, "--time-limit")
+    start = limits.process_start()
+    with limits.deadline(args.time_limit, start=start):  # the limit counts from process start: loading included
+        graph = load_graph(args.target, args)
+        plan = solve(
+            graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache,
+            decompose=args.decompose, pin=load_pin(args.pin) if args.pin else None, forbid=args.forbid,
+        )  # fmt: skip
     is_model = args.target.startswith(MODEL_PREFIX)
     print(f"{graph.name}: {len(graph.ops)} ops")
     cached = plan.stats.get("timing", {}).get("cache")
@@ -89,8 +99,11 @@ def _solve(args: argparse.Namespace) -> int:
         if plan.message:
             print(f"note: {plan.message}")
     wall = time.perf_counter() - start
-    print(f"total {plan.cost_us:,.3f} us predicted   [{plan.backend}, {plan.status}, {wall:.1f} s wall with the build]")
+    print(f"total {plan.cost_us:,.3f} us predicted   [{plan.backend}, {plan.status}, {wall:.1f} s from process start]")
+    report = plan.stats.get("limits")
+    if limits.limited(report):
+        print(limits.summary(report))
     if args.out:
         Path(args.out).write_text(plan.to_json())
         print(f"plan written to {args.out}")
-    return 0
+    return 3 if args.strict and limits.limited(report) else 0

@@ -23,6 +23,8 @@ from spyreopt.errors import InfeasibleError
 
 EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
 MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
+FALLBACK_SHARE = 0.35  # of the limit: kept for the fallback (the library's greedy) while the kernels compile
+CHILD_GRACE = 0.3  # seconds past the deadline a search child may take to send its answer before it is killed
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Outcome:
     cut_by_clock: bool
     optimal: bool
     stats: dict
+    limits: dict  # ``spyreopt.limits`` report: the stages cut and the fallback used, if any
 
 
 def _child(r: Reduced, seed: int, deadline: float, max_rounds: int, conn) -> None:
@@ -58,8 +61,11 @@ def _search_two(r: Reduced, seed: int, deadline: float, max_rounds: int, on_best
     proc = ctx.Process(target=_child, args=(r, seed + 1, deadline, max_rounds, send), daemon=True)
     proc.start()
     mine = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best)
-    other = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0) + 5.0) else None
-    proc.join(5.0)
+    other = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0) + CHILD_GRACE) else None
+    proc.join(CHILD_GRACE)
+    if proc.is_alive():  # never waited for past the grace: its answer is dropped
+        proc.kill()
+        proc.join()
     if other is None or other.x is None:
         return mine
     if mine.x is None or (other.cost, 1) < (mine.cost, 0):
@@ -93,7 +99,9 @@ def solve_document(
     t_load = time.monotonic() - start
     say = progress or (lambda _m: None)
     say(f"[{t_load:5.1f}s] loaded and reduced: {inst.n} nodes -> {r.n} groups, {len(r.ea)} edges")
-    warm.wait(compiling)
+    if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this
+        say(f"[{time.monotonic() - start:5.1f}s] kernels not compiled in time: the library's greedy answers")
+        return _fallback(doc, inst, r, deadline, seed, t_load)
     t_ready = time.monotonic() - start  # the searches' clocks start here
     say(f"[{t_ready:5.1f}s] kernels compiled or loaded from the cache")
 
@@ -126,7 +134,25 @@ def solve_document(
     if res.x is None:
         raise InfeasibleError(f"{inst.name}: no solution within the usage limit {r.usage_limit} found in time")
     stats = dict(r.stats, nodes=inst.n, edges=inst.m)
-    return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats)
+    report = {"cut": [], "fallback": None}  # the engine's search always runs to the clock: that is its normal end
+    return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats, report)
+
+
+def _fallback(doc: dict, inst, r: Reduced, deadline: float, seed: int, t_load: float) -> Outcome:
+    """The library's greedy on the instance (no compiled kernel): far below the engine, and said so."""
+    from spyreopt.formats.iopddl import load_iopddl, parse_problem
+    from spyreopt.solvers.registry import solve_formulation
+
+    f = load_iopddl(parse_problem(doc))
+    began = time.monotonic()
+    sol = solve_formulation(f, "greedy", time_limit=max(deadline - began, 0.1), seed=seed, presolve=False)
+    if len(sol.assignment) != len(f.nodes):
+        raise InfeasibleError(f"{inst.name}: greedy found no solution within the usage limit ({sol.status})")
+    stats = dict(r.stats, nodes=inst.n, edges=inst.m)
+    report = {"cut": [{"stage": "trws+forest-dp", "by": "clock", "reached_us": None}], "fallback": "greedy"}
+    took = time.monotonic() - began + t_load
+    return Outcome([int(s) for s in sol.assignment], float(sol.objective), "greedy (fallback: kernels not compiled in "
+                   "time)", t_load, took, True, False, stats, report)  # fmt: skip
 
 
 def stderr_progress(message: str) -> None:

@@ -11,6 +11,7 @@ and reduces the real instance. With a warm cache each child only loads and exits
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 
 import numpy as np
 
@@ -60,7 +61,21 @@ def start() -> list:
     return procs
 
 
-def wait(procs: list) -> None:
-    """Join the children (a failed child only means the parent compiles that half itself)."""
+def wait(procs: list, deadline: float) -> bool:
+    """Join the children until ``deadline`` (``time.monotonic``); True when both finished (the kernels are then
+    in the disk cache and load in a fraction of a second). At the deadline the children still compiling are
+    killed and False returned: the caller answers without the kernels. What they compiled stays cached, so a
+    cold cache warms over successive runs. A failed child only means the parent compiles that half itself."""
     for p in procs:
+        p.join(max(deadline - time.monotonic(), 0.0))
+    late = [p for p in procs if p.is_alive()]
+    for p in late:
+        p.kill()
         p.join()
+    return not late
+
+
+def ready(deadline: float) -> bool:
+    """Whether the kernels are compiled or loaded from the cache by ``deadline`` (``time.monotonic``), found by
+    the two children of ``start``; never waits past the deadline."""
+    return wait(start(), deadline)

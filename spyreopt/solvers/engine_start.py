@@ -59,6 +59,7 @@ from spyreopt.solvers.anneal.units import singletons
 from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.presolve.limits import memory_limit
 
+ACCEPTS = anneal.ACCEPTS | {"rounds", "budget", "then_anneal"}  # options besides time_limit and seed
 ROUND_SECONDS_PER_ENTRY = 2e-7  # nominal (never measured) seconds of one engine round per table entry
 ROUND_SECONDS_MIN = 2e-3  # nominal floor of one round (prices, repair and polish on a tiny problem)
 MAX_ROUNDS = 400  # enough for the prices to settle on the Spyre stacks; more only repeats

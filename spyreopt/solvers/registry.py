@@ -64,6 +64,23 @@ def get_backend(name: str):
     return module.solve
 
 
+def check_options(name: str, options: dict) -> None:
+    """Reject, before any work, an option the backend does not take (its module's ``ACCEPTS``; a registered
+    backend without one checks its own)."""
+    if name not in BACKENDS:
+        raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
+    try:
+        module = importlib.import_module(BACKENDS[name].split(":")[0])
+    except ImportError as exc:
+        raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
+    known = getattr(module, "ACCEPTS", None)
+    unknown = sorted(set(options) - known) if known is not None else []
+    if unknown:
+        raise SolverError(
+            f"backend {name!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}"
+        )
+
+
 def solve_formulation(
     f: Formulation,
     backend: str = "greedy",

@@ -63,6 +63,7 @@ from spyreopt.solvers.presolve import Domains, domains, memory_limit, term_minim
 
 GREEDY_SHARE = 0.25  # share of the time limit the greedy warm start may use (its window moves need it)
 OPTIONS = {"deterministic", "lns", "log", "window"}
+ACCEPTS = frozenset(OPTIONS | {"workers", "hint"})  # options besides time_limit and seed
 
 
 def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hint=None, **options) -> Solution:

@@ -37,6 +37,8 @@ from spyreopt.solvers.milp.model import MilpModel, ModelTimeout, milp_domains
 from spyreopt.solvers.milp.run import ABS_GAP, RunResult, runner
 from spyreopt.solvers.placement import Buffer, place
 
+ACCEPTS = frozenset({"solver", "hint"})  # options besides time_limit and seed
+
 
 def solve(
     f: Formulation, *, time_limit: float, seed: int, solver: str = "highs", hint: Solution | None = None, **options

@@ -16,6 +16,7 @@ and says so in its message; ``spyreopt ... --strict`` turns either into a non-ze
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,12 +46,24 @@ def check_limit(value, what: str = "time_limit") -> float:
     return seconds
 
 
-def process_start() -> float:
-    """When this process started, on the ``time.perf_counter`` clock (interpreter start-up and imports count)."""
-    import psutil  # imported on use: only the command line counts from process start
+def process_age() -> float:
+    """Seconds since this process started (interpreter start-up and imports count). On Linux from the kernel's
+    start tick and uptime, both since boot (psutil's create_time adds a boot time rounded to the second)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(uptime - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        import psutil  # elsewhere: psutil's create time
 
-    age = time.time() - psutil.Process().create_time()
-    return time.perf_counter() - max(age, 0.0)
+        return max(time.time() - psutil.Process().create_time(), 0.0)
+
+
+def process_start() -> float:
+    """When this process started, on the ``time.perf_counter`` clock."""
+    return time.perf_counter() - process_age()
 
 
 def search_budget(time_limit: float, ops: int, *, built: bool = True) -> float:

@@ -19,7 +19,7 @@ from spyreopt.contest.exact import model_size, solve_exact
 from spyreopt.contest.load import instance_from_document
 from spyreopt.contest.reduce import Reduced, reduce_instance
 from spyreopt.contest.search import Result, Search, build_graph
-from spyreopt.errors import InfeasibleError
+from spyreopt.errors import InfeasibleError, SolverError
 
 EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
 MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
@@ -89,19 +89,24 @@ def solve_document(
     start: float | None = None,
     max_rounds: int = 10**9,
     progress: Callable[[str], None] | None = None,
+    fallback: Callable[[dict, float], tuple[list[int], float, str]] | None = None,
 ) -> Outcome:
-    """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now)."""
+    """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now).
+
+    When the kernels are not compiled or loaded by ``FALLBACK_SHARE`` of the limit before the deadline, they are
+    not waited for: ``fallback(doc, seconds)`` answers (solution, cost, its method's name), and the outcome's
+    ``limits`` says so."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
     compiling = warm.start()
-    inst = instance_from_document(doc)
+    inst = instance_from_document(doc)  # numpy only: the reductions' kernels compile in the children too
+    say = progress or (lambda _m: None)
+    if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this
+        say(f"[{time.monotonic() - start:5.1f}s] kernels not compiled in time: a fallback answers")
+        return _fallback(fallback, doc, inst, deadline, time.monotonic() - start)
     r = reduce_instance(inst)
     t_load = time.monotonic() - start
-    say = progress or (lambda _m: None)
     say(f"[{t_load:5.1f}s] loaded and reduced: {inst.n} nodes -> {r.n} groups, {len(r.ea)} edges")
-    if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this
-        say(f"[{time.monotonic() - start:5.1f}s] kernels not compiled in time: the library's greedy answers")
-        return _fallback(doc, inst, r, deadline, seed, t_load)
     t_ready = time.monotonic() - start  # the searches' clocks start here
     say(f"[{t_ready:5.1f}s] kernels compiled or loaded from the cache")
 
@@ -138,21 +143,17 @@ def solve_document(
     return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats, report)
 
 
-def _fallback(doc: dict, inst, r: Reduced, deadline: float, seed: int, t_load: float) -> Outcome:
-    """The library's greedy on the instance (no compiled kernel): far below the engine, and said so."""
-    from spyreopt.formats.iopddl import load_iopddl, parse_problem
-    from spyreopt.solvers.registry import solve_formulation
-
-    f = load_iopddl(parse_problem(doc))
+def _fallback(fallback, doc: dict, inst, deadline: float, t_load: float) -> Outcome:
+    """``fallback(doc, seconds)`` (the caller's faster method, no compiled kernel): below the engine, said so."""
+    if fallback is None:
+        raise SolverError(f"{inst.name}: the search's kernels were not compiled in time and no fallback was given")
     began = time.monotonic()
-    sol = solve_formulation(f, "greedy", time_limit=max(deadline - began, 0.1), seed=seed, presolve=False)
-    if len(sol.assignment) != len(f.nodes):
-        raise InfeasibleError(f"{inst.name}: greedy found no solution within the usage limit ({sol.status})")
-    stats = dict(r.stats, nodes=inst.n, edges=inst.m)
-    report = {"cut": [{"stage": "trws+forest-dp", "by": "clock", "reached_us": None}], "fallback": "greedy"}
+    solution, cost, method = fallback(doc, max(deadline - began, 0.1))
+    stats = {"nodes": inst.n, "edges": inst.m}
+    report = {"cut": [{"stage": "trws+forest-dp", "by": "clock", "reached_us": None}], "fallback": method}
     took = time.monotonic() - began + t_load
-    return Outcome([int(s) for s in sol.assignment], float(sol.objective), "greedy (fallback: kernels not compiled in "
-                   "time)", t_load, took, True, False, stats, report)  # fmt: skip
+    return Outcome(solution, cost, f"{method} (fallback: kernels not compiled in time)", t_load, took, True, False,
+                   stats, report)  # fmt: skip
 
 
 def stderr_progress(message: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from spyreopt.bench.data import ENV, data_dir
@@ -13,6 +14,8 @@ from spyreopt.bench.minimalloc import minimalloc_suite
 from spyreopt.bench.report import markdown, to_json
 from spyreopt.bench.scaling import scaling_plot, scaling_suite
 from spyreopt.bench.spyre import SPYRE_BACKENDS, spyre_suite
+from spyreopt.limits import check_limit
+from spyreopt.solvers.registry import check_options
 
 SUITES = ("spyre", "scaling", "minimalloc", "iopddl", "models", "limits")
 
@@ -49,8 +52,13 @@ def _bench(args: argparse.Namespace) -> int:
     suites = list(SUITES) if args.suite == "all" else args.suite.split(",")
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
-        print(f"spyreopt bench: unknown suite(s) {unknown}; known: {', '.join(SUITES)}, all")
+        print(f"spyreopt bench: unknown suite(s) {unknown}; known: {', '.join(SUITES)}, all", file=sys.stderr)
         return 2
+    if args.time_limit is not None:
+        check_limit(args.time_limit, "--time-limit")
+    for b in backends:
+        if b != "auto":
+            check_options(b, {})  # an unknown backend named before any work
     rows, facts = [], {}
     limit = args.time_limit if args.time_limit is not None else 10.0
     progress = not args.quiet

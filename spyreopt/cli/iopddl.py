@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{_fresh_line()}spyreopt iopddl: infeasible: {exc}", file=sys.stderr)
         return 1
     except (FormatError, SolverError, OSError, json.JSONDecodeError) as exc:
-        print(f"{_fresh_line()}spyreopt iopddl: {type(exc).__name__}: {exc}", file=sys.stderr)
+        text = str(exc) if str(exc).startswith(str(args.file)) else f"{args.file}: {exc}"
+        print(f"{_fresh_line()}spyreopt iopddl: {type(exc).__name__}: {text}", file=sys.stderr)
         return 2
     wall = time.monotonic() - start
     if sys.stderr.isatty():

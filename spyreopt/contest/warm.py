@@ -64,15 +64,15 @@ def start() -> list:
 def wait(procs: list, deadline: float) -> bool:
     """Join the children until ``deadline`` (``time.monotonic``); True when both finished (the kernels are then
     in the disk cache and load in a fraction of a second). At the deadline the children still compiling are
-    killed and False returned: the caller answers without the kernels. What they compiled stays cached, so a
-    cold cache warms over successive runs. A failed child only means the parent compiles that half itself."""
+    killed and False returned (as for a child that failed): the caller answers without the kernels. What they
+    compiled stays cached, so a cold cache warms over successive runs."""
     for p in procs:
         p.join(max(deadline - time.monotonic(), 0.0))
-    late = [p for p in procs if p.is_alive()]
-    for p in late:
-        p.kill()
-        p.join()
-    return not late
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return all(p.exitcode == 0 for p in procs)
 
 
 def ready(deadline: float) -> bool:

@@ -75,7 +75,12 @@ def wait(procs: list, deadline: float) -> bool:
     return all(p.exitcode == 0 for p in procs)
 
 
-def ready(deadline: float) -> bool:
-    """Whether the kernels are compiled or loaded from the cache by ``deadline`` (``time.monotonic``), found by
-    the two children of ``start``; never waits past the deadline."""
-    return wait(start(), deadline)
+_READY: list[bool] = []  # set once the children have compiled every kernel in this process's lifetime
+
+
+def ready(seconds: float) -> bool:
+    """Whether the kernels are compiled or loaded from the cache within ``seconds``, found by the two children
+    of ``start`` (once per process); never waits longer."""
+    if not _READY and wait(start(), time.monotonic() + max(seconds, 0.0)):
+        _READY.append(True)
+    return bool(_READY)

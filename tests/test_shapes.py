@@ -31,7 +31,8 @@ def shapes(draw) -> dict:
     if phase == "prefill":
         seq, context = draw(st.integers(1, 8192)), None
     else:
-        seq, context = draw(st.integers(1, 4)), draw(st.integers(1, 8192))
+        seq = draw(st.integers(1, 4))
+        context = draw(st.integers(seq, 8192))
     return dict(layers=2, hidden=hidden, heads=heads, kv_heads=kv_heads, intermediate=intermediate, seq=seq,
                 phase=phase, context=context, head_dim=head_dim)  # fmt: skip
 

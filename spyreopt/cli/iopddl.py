@@ -49,15 +49,6 @@ def _process_start() -> float:
     return time.monotonic() - process_age()
 
 
-def _greedy(doc: dict, seconds: float) -> tuple[list[int], float, str]:
-    """The library's greedy on the instance: the contest engine's fallback when its kernels are not ready."""
-    f = load_iopddl(parse_problem(doc))
-    sol = solve_formulation(f, "greedy", time_limit=seconds, presolve=False)
-    if len(sol.assignment) != len(f.nodes):
-        raise InfeasibleError(f"greedy found no solution within the usage limit ({sol.status})")
-    return [int(s) for s in sol.assignment], float(sol.objective), "greedy"
-
-
 def _fresh_line() -> str:
     """A newline after an overwritten progress line on a terminal, nothing otherwise (one line per error)."""
     return "\n" if sys.stderr.isatty() else ""
@@ -85,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         known = contest_table().get(name) if isinstance(name, str) else None
         limit = args.time_limit if args.time_limit is not None else (known["time_limit"] if known else DEFAULT_LIMIT)
         if args.backend == "contest":
-            out = solve_document(doc, limit, seed=args.seed, start=start, progress=stderr_progress, fallback=_greedy)
+            out = solve_document(doc, limit, seed=args.seed, start=start, progress=stderr_progress)
             solution, method, report = out.solution, out.method, out.limits
         else:
             f = load_iopddl(parse_problem(doc))

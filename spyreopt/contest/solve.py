@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from spyreopt.contest import warm
 from spyreopt.contest.exact import model_size, solve_exact
 from spyreopt.contest.load import instance_from_document
 from spyreopt.contest.reduce import Reduced, reduce_instance
 from spyreopt.contest.search import Result, Search, build_graph
-from spyreopt.errors import InfeasibleError, SolverError
+from spyreopt.errors import InfeasibleError
 
 EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
 MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
@@ -94,8 +96,8 @@ def solve_document(
     """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now).
 
     When the kernels are not compiled or loaded by ``FALLBACK_SHARE`` of the limit before the deadline, they are
-    not waited for: ``fallback(doc, seconds)`` answers (solution, cost, its method's name), and the outcome's
-    ``limits`` says so."""
+    not waited for: ``fallback(doc, seconds)`` answers (solution, cost, its method's name), by default ``lean``
+    (numpy alone, bounded time), and the outcome's ``limits`` says so."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
     compiling = warm.start()
@@ -143,12 +145,36 @@ def solve_document(
     return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats, report)
 
 
+def lean(inst) -> list[int] | None:
+    """Per node the strategy of least usage x lifetime (then least cost), in numpy alone: the answer when the
+    kernels are not compiled in time. It never raises the usage of a node above its least-usage strategy's, so
+    it is feasible whenever those are; None when it is not within the limit."""
+    node = np.repeat(np.arange(inst.n), inst.k)
+    weight = inst.usage.astype(np.float64) * (inst.hi - inst.lo)[node]
+    order = np.lexsort((np.arange(len(node)), inst.cost, weight, node))  # per node: least weight, cost, index
+    first = order[np.r_[0, np.flatnonzero(np.diff(node[order])) + 1]]
+    choice = first - inst.off[:-1]
+    if inst.usage_limit is not None and inst.n:
+        steps = np.zeros(int(inst.hi.max()) + 2, np.int64)
+        np.add.at(steps, inst.lo, inst.usage[first])
+        np.subtract.at(steps, inst.hi, inst.usage[first])
+        if np.cumsum(steps).max() > inst.usage_limit:
+            return None
+    return choice.tolist()
+
+
 def _fallback(fallback, doc: dict, inst, deadline: float, t_load: float) -> Outcome:
-    """``fallback(doc, seconds)`` (the caller's faster method, no compiled kernel): below the engine, said so."""
-    if fallback is None:
-        raise SolverError(f"{inst.name}: the search's kernels were not compiled in time and no fallback was given")
+    """``fallback(doc, seconds)`` if given, else ``lean`` (no compiled kernel either way): below the engine, and
+    the outcome says so."""
     began = time.monotonic()
-    solution, cost, method = fallback(doc, max(deadline - began, 0.1))
+    if fallback is not None:
+        solution, cost, method = fallback(doc, max(deadline - began, 0.1))
+    else:
+        solution, method = lean(inst), "lean"
+        if solution is None:
+            raise InfeasibleError(f"{inst.name}: the kernels were not compiled in time and the least-usage "
+                                  "strategies exceed the usage limit")  # fmt: skip
+        cost = float("nan")
     stats = {"nodes": inst.n, "edges": inst.m}
     report = {"cut": [{"stage": "trws+forest-dp", "by": "clock", "reached_us": None}], "fallback": method}
     took = time.monotonic() - began + t_load

@@ -24,7 +24,9 @@ from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND
 from spyreopt.solvers.registry import check_options, get_backend, get_problem_backend, solve_formulation
+from spyreopt.solvers.solving_chain import GREEDY_SHARE
 
 START_SHARE = 0.4  # of the planned search budget: greedy's start, before the backend asked for
 MIN_BACKEND_SECONDS = 0.05  # a search backend left less than this after greedy's start is not run (fallback)
@@ -72,7 +74,7 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
     if backend == "greedy":
         limit, short = _cut(clock, planned, reserve)
         sol = solve_formulation(f, "greedy", time_limit=limit, seed=seed, **options)
-        _note(clock, "greedy", sol, short)
+        _note(clock, "greedy", sol, short and not converged(sol, limit))
         return sol, "greedy"
     get_backend(backend)  # an unknown backend fails before greedy's start runs
     if options.get("hint") is not None:  # the caller's start replaces greedy's
@@ -82,7 +84,7 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
     options.pop("hint", None)
     limit, short = _cut(clock, planned, reserve)
     start = solve_formulation(f, "greedy", time_limit=limit, seed=seed)
-    _note(clock, "greedy", start, short)
+    _note(clock, "greedy", start, short and not converged(start, limit))
     left = clock.left() - reserve
     if left < MIN_BACKEND_SECONDS:  # no time for the backend asked for: greedy's plan answers, and says so
         clock.fall_back("greedy")
@@ -108,6 +110,13 @@ def _note(clock, stage: str, sol: Solution, short: bool) -> None:
     """Record a stage given less than its plan or stopped on the clock (the backends' own flags)."""
     if short or clock_cut(sol):
         clock.cut(stage, "clock", None if sol.objective is None else sol.objective * COST_UNIT_US)
+
+
+def converged(sol: Solution, limit: float) -> bool:
+    """Greedy stopped because no move was left, well inside the window work a ``limit`` gives it: a longer
+    limit gives the same plan, so a clock shorter than its plan cut nothing."""
+    budget = (1 - GREEDY_SHARE) * WINDOW_SHARE * limit * WINDOW_UNITS_PER_SECOND  # the chain's inner greedy's
+    return not clock_cut(sol) and sol.stats.get("window_work", budget) < budget
 
 
 def clock_cut(sol: Solution) -> bool:

@@ -31,6 +31,8 @@ BUILD_SECONDS_PER_OP = 0.05  # building a problem, per compute op (0.016 to 0.03
 FINISH_SECONDS_PER_OP = 0.002  # decoding and validating the plan, per compute op
 SEARCH_SHARE = 0.8  # of the limit left after the nominal build and finish: what the search stages may plan
 MIN_SEARCH_SECONDS = 0.2  # the planned search budget never goes below this (the clock then cuts it, said so)
+STARTUP_SECONDS = 0.6  # a command's interpreter start-up and imports (0.4 to 0.7 s measured idle on this machine,
+# ``python -X importtime -c "import spyreopt.cli.solve"``): a command plans its stages on the limit less this
 
 _ACTIVE: ContextVar[Deadline | None] = ContextVar("spyreopt_deadline", default=None)
 
@@ -64,6 +66,12 @@ def process_age() -> float:
 def process_start() -> float:
     """When this process started, on the ``time.perf_counter`` clock."""
     return time.perf_counter() - process_age()
+
+
+def after_startup(time_limit: float) -> float:
+    """The limit a command plans its stages on: less the nominal start-up, never below half the limit (the
+    deadline stays ``time_limit`` from process start; only the plan shrinks, deterministically)."""
+    return max(time_limit - STARTUP_SECONDS, 0.5 * time_limit)
 
 
 def search_budget(time_limit: float, ops: int, *, built: bool = True) -> float:

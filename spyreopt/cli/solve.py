@@ -81,7 +81,7 @@ def _solve(args: argparse.Namespace) -> int:
     with limits.deadline(args.time_limit, start=start):  # the limit counts from process start: loading included
         graph = load_graph(args.target, args)
         plan = solve(
-            graph, backend=args.backend, time_limit=args.time_limit, seed=args.seed, cache=args.cache,
+            graph, backend=args.backend, time_limit=limits.after_startup(args.time_limit), seed=args.seed, cache=args.cache,
             decompose=args.decompose, pin=load_pin(args.pin) if args.pin else None, forbid=args.forbid,
         )  # fmt: skip
     is_model = args.target.startswith(MODEL_PREFIX)

@@ -208,7 +208,7 @@ def test_solve_document_falls_back_when_the_kernels_are_not_ready(monkeypatch):
     monkeypatch.setattr(warm, "wait", lambda procs, deadline: False)
     doc = {"problem": {"name": "t", "nodes": {"intervals": [[0, 1]], "costs": [[3, 1]], "usages": [[0, 0]]},
                        "edges": {"nodes": [], "costs": []}, "usage_limit": 1}}  # fmt: skip
-    out = contest_solve.solve_document(doc, 5.0, fallback=lambda d, s: ([1], 1.0, "greedy"))
+    out = contest_solve.solve_document(doc, 5.0, fallback=lambda d, inst, s: ([1], 1.0, "greedy"))
     assert out.solution == [1] and out.limits["fallback"] == "greedy" and out.limits["cut"]
     lean = contest_solve.solve_document(doc, 5.0)  # by default numpy's least-usage strategies answer
     assert lean.limits["fallback"] == "lean" and judge(doc, lean.solution).feasible

@@ -18,14 +18,14 @@ import numpy as np
 
 from spyreopt.contest import warm
 from spyreopt.contest.exact import model_size, solve_exact
-from spyreopt.contest.load import instance_from_document
+from spyreopt.contest.load import Instance, instance_from_document
 from spyreopt.contest.reduce import Reduced, reduce_instance
 from spyreopt.contest.search import Result, Search, build_graph
 from spyreopt.errors import InfeasibleError
 
 EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
 MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
-FALLBACK_SHARE = 0.35  # of the limit: kept for the fallback (the library's greedy) while the kernels compile
+FALLBACK_SHARE = 0.2  # of the limit: kept for the fallback while the kernels compile
 CHILD_GRACE = 0.3  # seconds past the deadline a search child may take to send its answer before it is killed
 
 
@@ -91,13 +91,13 @@ def solve_document(
     start: float | None = None,
     max_rounds: int = 10**9,
     progress: Callable[[str], None] | None = None,
-    fallback: Callable[[dict, float], tuple[list[int], float, str]] | None = None,
+    fallback: Callable[[dict, Instance, float], tuple[list[int], float, str] | None] | None = None,
 ) -> Outcome:
     """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now).
 
     When the kernels are not compiled or loaded by ``FALLBACK_SHARE`` of the limit before the deadline, they are
-    not waited for: ``fallback(doc, seconds)`` answers (solution, cost, its method's name), by default ``lean``
-    (numpy alone, bounded time), and the outcome's ``limits`` says so."""
+    not waited for: ``fallback(doc, instance, seconds)`` answers (solution, cost, its method's name), or when it
+    gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
     compiling = warm.start()
@@ -164,11 +164,12 @@ def lean(inst) -> list[int] | None:
 
 
 def _fallback(fallback, doc: dict, inst, deadline: float, t_load: float) -> Outcome:
-    """``fallback(doc, seconds)`` if given, else ``lean`` (no compiled kernel either way): below the engine, and
-    the outcome says so."""
+    """``fallback(doc, instance, seconds)`` if it answers, else ``lean`` (no compiled kernel either way): below
+    the engine, and the outcome says so."""
     began = time.monotonic()
-    if fallback is not None:
-        solution, cost, method = fallback(doc, max(deadline - began, 0.1))
+    answer = fallback(doc, inst, max(deadline - began, 0.1)) if fallback is not None else None
+    if answer is not None:
+        solution, cost, method = answer
     else:
         solution, method = lean(inst), "lean"
         if solution is None:

@@ -423,7 +423,10 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     status = "feasible"
     message = f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, crossing tensors in device memory"
     began = time.perf_counter()
-    plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    try:
+        plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    except PlanError as exc:  # not even fresh addresses make it valid: the whole graph re-planned, never given up
+        plan = _replanned(graph, hw, coef, seed, run, exc)
     run.timed("stitch", began)
     refined = None
     if refine and not run.interrupted:
@@ -478,6 +481,20 @@ def whole_greedy(graph: Graph, plan: Plan, hw, coef, seed: int, run: Run, planne
     candidate.status = plan.status  # the layers method claims feasibility only
     candidate.message = plan.message + "; whole-graph greedy was cheaper than the stitched plan, kept"
     return candidate
+
+
+def _replanned(graph: Graph, hw, coef, seed: int, run: Run, why: PlanError) -> Plan:
+    """Greedy on the whole graph, when the stitched plan is invalid there; recorded as a fallback."""
+    problem = Problem(graph, hw, coef)
+    sol = _better(_stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, segment="whole"),
+                  _stage(run, problem, "greedy", MIN_STAGE_SECONDS, seed, None, segment="whole"))  # fmt: skip
+    sol.stats = {}
+    plan = decode(problem, sol, backend="auto", seed=seed)
+    plan.validate()
+    plan.status, plan.message = "feasible", f"the stitched plan was invalid ({why}); the whole graph re-planned"
+    if run.clock is not None:
+        run.clock.fall_back("greedy (whole graph)")
+    return plan
 
 
 def _segment_budgets(search: float, ops: list[int], copies: list[int]) -> list[float]:

@@ -73,3 +73,19 @@ def test_unknown_options_are_rejected_by_every_backend():
     for backend in ["auto", *so.solvers.registry.names()]:
         with pytest.raises(so.SpyreoptError, match="nonsense_option"):
             so.solve(graph, backend=backend, nonsense_option=3, time_limit=1.0)
+
+
+@pytest.mark.parametrize("backend", ["auto", "greedy"])
+def test_a_stitched_plan_that_cannot_be_repaired_is_replanned_not_refused(backend, monkeypatch):
+    from spyreopt.cache import repeated
+    from spyreopt.errors import PlanError
+
+    def refuse(*args, **kwargs):
+        raise PlanError("decompose: refused for the test")
+
+    monkeypatch.setattr(repeated, "stitch", refuse)
+    monkeypatch.setattr("spyreopt.auto.stitch", refuse)
+    graph = so.models.preset("tiny", seq=16)
+    plan = so.solve(graph, backend=backend, decompose="layers" if backend != "auto" else None, time_limit=5.0)
+    plan.validate()
+    assert plan.stats["limits"]["fallback"] == "greedy (whole graph)" and "re-planned" in plan.message

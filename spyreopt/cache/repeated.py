@@ -128,7 +128,12 @@ def solve_repeated(
         f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, {len(memo)} distinct; "
         f"crossing tensors fixed to device memory stick-on-last, so optimal per segment at best"
     )
-    plan = stitch(graph, hw, coef, parts, backend=backend, seed=seed, status=status, message=message)
+    try:
+        plan = stitch(graph, hw, coef, parts, backend=backend, seed=seed, status=status, message=message)
+    except PlanError as exc:  # not even fresh addresses make it valid: the whole graph re-planned, never given up
+        plan = solve_direct(graph, "greedy", time_limit=time_limit, seed=seed, hardware=hw, coefficients=coef)
+        plan.message = f"the stitched plan was invalid ({exc}); the whole graph re-planned by greedy"
+        plan.stats.setdefault("limits", {"cut": [], "fallback": None})["fallback"] = "greedy (whole graph)"
     plan.solve_seconds = round(time.perf_counter() - start, 6)
     plan.stats["decomposition"] = {
         "segments": len(segs),

@@ -57,3 +57,13 @@ def test_every_decoder_shape_plans_and_validates(shape, backend, decompose):
 def test_every_decoder_shape_plans_with_every_backend(shape, decompose):
     for backend in BACKENDS:
         _plans(shape, backend, decompose, limit=1.0)
+
+
+def test_llama_at_512_tokens_gets_a_plan_whose_stitched_addresses_were_repaired():
+    """The stitched plan of the Llama-3-8B layers at 512 tokens was refused ("'l0.scale_scores' writes in place
+    over operand 0 ..."): fixed untiled on the full graph, that op becomes its operand's last reader, which the
+    segment's Problem (with tiled candidates widening its interval) did not make it; its addresses are re-placed."""
+    plan = so.solve(so.models.preset("llama-3-8b", seq=512, layers=2), backend="anneal", decompose="layers",
+                    time_limit=3.0)  # fmt: skip
+    plan.validate()
+    assert plan.stats["stitch_repair"]["replaced_addresses"] and "scale_scores" in plan.stats["stitch_repair"]["why"]

@@ -341,14 +341,14 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         search = budget * (1 - START_SHARE)
         first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
         share = EXACT_SHARE if small else ANNEAL_SHARE
-        after = search * (share - ENGINE_SHARE) - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
-        engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
-        planned = after if engine else search * share
         lns_planned = search * (1 - share)
-        raise_by = LNS_MIN_SECONDS - lns_planned
-        if not small and 0 < raise_by and LNS_MIN_SECONDS <= LNS_MAX_SHARE * search and planned - raise_by >= 0.5:
-            planned, lns_planned = planned - raise_by, LNS_MIN_SECONDS  # raised to its floor, from anneal's
+        if not small and lns_planned < LNS_MIN_SECONDS <= LNS_MAX_SHARE * search:
+            lns_planned = LNS_MIN_SECONDS  # raised to its floor, before the engine's and anneal's shares are set
         lns = search * share >= EXACT_MIN_SECONDS if small else lns_planned >= LNS_MIN_SECONDS
+        rest = search - lns_planned if lns and not small else search * share  # anneal's, with the engine's
+        after = rest - search * ENGINE_SHARE - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
+        engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
+        planned = after if engine else rest
         if not lns:  # too short for CP-SAT to finish on its own budget rather than the clock: anneal gets it all
             planned = search if small else planned + search * (1 - share)
             first, method = "anneal", "anneal"

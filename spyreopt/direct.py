@@ -17,7 +17,7 @@ from typing import Any
 from spyreopt import limits
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.errors import PlanError
+from spyreopt.errors import InfeasibleError, PlanError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
@@ -83,7 +83,10 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
         return sol, backend
     options.pop("hint", None)
     limit, short = _cut(clock, planned, reserve)
-    start = solve_formulation(f, "greedy", time_limit=limit, seed=seed)
+    try:
+        start = solve_formulation(f, "greedy", time_limit=limit, seed=seed)
+    except InfeasibleError:  # greedy finds no plan (its repair is not exact): the backend starts on its own
+        return solve_formulation(f, backend, time_limit=_cut(clock, planned, reserve)[0], seed=seed, **options), backend
     _note(clock, "greedy", start, short and not converged(start, limit))
     left = clock.left() - reserve
     if left < MIN_BACKEND_SECONDS:  # no time for the backend asked for: greedy's plan answers, and says so

@@ -100,7 +100,7 @@ def solve_document(
     gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
-    compiling = warm.start()
+    compiling = [] if warm.cached() else warm.start()  # a warm disk cache loads in the parent at once
     inst = instance_from_document(doc)  # numpy only: the reductions' kernels compile in the children too
     say = progress or (lambda _m: None)
     if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this

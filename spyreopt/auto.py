@@ -59,7 +59,7 @@ from spyreopt.cache.repeated import restricted_problem, stitch
 from spyreopt.cache.segments import split
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients, default
-from spyreopt.direct import clock_cut, converged
+from spyreopt.direct import clock_cut, greedy_work
 from spyreopt.errors import InfeasibleError, PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.limits import BUILD_SECONDS_PER_OP, FINISH_SECONDS_PER_OP, SEARCH_SHARE
@@ -275,8 +275,9 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
         limit = run.left()
     elif backend == "hbm":  # no search: runs to completion
         limit = run.left()
-    elif backend == "greedy":  # as ``backend="greedy"`` at this limit: a shorter clock cuts it unless it converged
-        limit = min(planned, run.left())
+    elif backend == "greedy":  # as ``backend="greedy"`` at this limit: its window work fixed, the clock a safety net
+        opts["window_work"] = greedy_work(planned)
+        limit = run.left()
     else:  # CP-SAT turns its limit into deterministic time
         limit = run.limit(planned, backend)
     try:
@@ -297,7 +298,7 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
             record["engine_used"] = bool(sol.stats.get("engine", {}).get("used"))
         if sol.bound is not None:
             record["bound"] = int(sol.bound)
-        if clock_cut(sol) or (backend == "greedy" and limit < planned and not converged(sol, limit)):
+        if clock_cut(sol):
             run.cut(backend, sol.objective)
     record["seconds"] = time.perf_counter() - began
     run.stages.append(record)

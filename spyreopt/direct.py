@@ -25,7 +25,7 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND
-from spyreopt.solvers.registry import check_options, get_backend, get_problem_backend, solve_formulation
+from spyreopt.solvers.registry import check_options, get_problem_backend, solve_formulation
 from spyreopt.solvers.solving_chain import GREEDY_SHARE
 
 START_SHARE = 0.4  # of the planned search budget: greedy's start, before the backend asked for
@@ -72,22 +72,21 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
         return sol, backend
     f = problem.formulation
     if backend == "greedy":
-        limit, short = _cut(clock, planned, reserve)
-        sol = solve_formulation(f, "greedy", time_limit=limit, seed=seed, **options)
-        _note(clock, "greedy", sol, short and not converged(sol, limit))
+        options.setdefault("window_work", greedy_work(planned))  # its work fixed: the clock only a safety net
+        sol = solve_formulation(f, "greedy", time_limit=max(clock.left() - reserve, 0.02), seed=seed, **options)
+        _note(clock, "greedy", sol, False)
         return sol, "greedy"
-    get_backend(backend)  # an unknown backend fails before greedy's start runs
     if options.get("hint") is not None:  # the caller's start replaces greedy's
         sol = solve_formulation(f, backend, time_limit=_cut(clock, planned, reserve)[0], seed=seed, **options)
         _note(clock, backend, sol, False)
         return sol, backend
     options.pop("hint", None)
-    limit, short = _cut(clock, planned, reserve)
+    safety = max(clock.left() - reserve, 0.02)  # greedy's work is fixed by the plan: the clock only a safety net
     try:
-        start = solve_formulation(f, "greedy", time_limit=limit, seed=seed)
+        start = solve_formulation(f, "greedy", time_limit=safety, seed=seed, window_work=greedy_work(planned))
     except InfeasibleError:  # greedy finds no plan (its repair is not exact): the backend starts on its own
         return solve_formulation(f, backend, time_limit=_cut(clock, planned, reserve)[0], seed=seed, **options), backend
-    _note(clock, "greedy", start, short and not converged(start, limit))
+    _note(clock, "greedy", start, False)
     left = clock.left() - reserve
     if left < MIN_BACKEND_SECONDS:  # no time for the backend asked for: greedy's plan answers, and says so
         clock.fall_back("greedy")
@@ -115,11 +114,11 @@ def _note(clock, stage: str, sol: Solution, short: bool) -> None:
         clock.cut(stage, "clock", None if sol.objective is None else sol.objective * COST_UNIT_US)
 
 
-def converged(sol: Solution, limit: float) -> bool:
-    """Greedy stopped because no move was left, well inside the window work a ``limit`` gives it: a longer
-    limit gives the same plan, so a clock shorter than its plan cut nothing."""
-    budget = (1 - GREEDY_SHARE) * WINDOW_SHARE * limit * WINDOW_UNITS_PER_SECOND  # the chain's inner greedy's
-    return not clock_cut(sol) and sol.stats.get("window_work", budget) < budget
+def greedy_work(planned: float) -> int:
+    """The window work greedy gets at a limit of ``planned`` seconds (its search after the chain's incumbent),
+    passed explicitly so that a clock shorter than the plan changes no decision unless it stops greedy (which
+    greedy then says: ``wall_limit_hit``)."""
+    return int((1 - GREEDY_SHARE) * WINDOW_SHARE * planned * WINDOW_UNITS_PER_SECOND)
 
 
 def clock_cut(sol: Solution) -> bool:

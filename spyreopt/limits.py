@@ -138,6 +138,8 @@ def deadline(limit: float, *, start: float | None = None) -> Iterator[Deadline]:
 def attach(plan, d: Deadline) -> None:
     """Record the deadline's cuts and fallback in ``plan.stats["limits"]`` (merged with what is there) and say
     in the message that the result is below what the method normally reaches."""
+    if d.left() <= 0:  # answered after the deadline (the build or start-up alone overran it): said so
+        d.cut("deadline", "clock", plan.cost_us)
     old = plan.stats.get("limits") or {"cut": [], "fallback": None}
     for c in old["cut"]:
         d.cut(**c)

@@ -50,7 +50,7 @@ from spyreopt.contest.reduce import BIG, reduce_instance
 from spyreopt.contest.search import Search, build_graph
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
-from spyreopt.solvers import greedy
+from spyreopt.solvers import greedy, options
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.anneal import search as anneal
 from spyreopt.solvers.anneal.guide import covering_units, descend, repair
@@ -60,7 +60,7 @@ from spyreopt.solvers.anneal.units import singletons
 from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.presolve.limits import memory_limit
 
-ACCEPTS = anneal.ACCEPTS | {"rounds", "budget", "then_anneal"}  # options besides time_limit and seed
+ACCEPTS = anneal.ACCEPTS | options.TRWS  # options besides time_limit and seed
 ROUND_SECONDS_PER_ENTRY = 2e-7  # nominal (never measured) seconds of one engine round per table entry
 ROUND_SECONDS_MIN = 2e-3  # nominal floor of one round (prices, repair and polish on a tiny problem)
 MAX_ROUNDS = 400  # enough for the prices to settle on the Spyre stacks; more only repeats

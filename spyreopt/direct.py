@@ -73,7 +73,13 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
     f = problem.formulation
     if backend == "greedy":
         options.setdefault("window_work", greedy_work(planned))  # its work fixed: the clock only a safety net
-        sol = solve_formulation(f, "greedy", time_limit=max(clock.left() - reserve, 0.02), seed=seed, **options)
+        try:
+            sol = solve_formulation(f, "greedy", time_limit=max(clock.left() - reserve, 0.02), seed=seed, **options)
+        except InfeasibleError:  # greedy's memory repair is not exact: nothing on chip is a plan, and said so
+            sol = None
+        if sol is None or len(sol.assignment) != len(f.nodes):  # (or the clock left it no plan)
+            clock.fall_back("hbm")
+            return _hbm(problem, seed), "hbm"
         _note(clock, "greedy", sol, False)
         return sol, "greedy"
     if options.get("hint") is not None:  # the caller's start replaces greedy's
@@ -84,22 +90,35 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
     safety = max(clock.left() - reserve, 0.02)  # greedy's work is fixed by the plan: the clock only a safety net
     try:
         start = solve_formulation(f, "greedy", time_limit=safety, seed=seed, window_work=greedy_work(planned))
-    except InfeasibleError:  # greedy finds no plan (its repair is not exact): the backend starts on its own
-        return solve_formulation(f, backend, time_limit=_cut(clock, planned, reserve)[0], seed=seed, **options), backend
-    _note(clock, "greedy", start, False)
+    except InfeasibleError:  # greedy's memory repair is not exact: the backend starts from nothing on chip
+        start = None
+    first = "greedy"
+    if start is None or len(start.assignment) != len(f.nodes):  # (or the clock left greedy no plan)
+        start, first = _hbm(problem, seed), "hbm"
+    else:
+        _note(clock, "greedy", start, False)
     left = clock.left() - reserve
-    if left < MIN_BACKEND_SECONDS:  # no time for the backend asked for: greedy's plan answers, and says so
-        clock.fall_back("greedy")
+    if left < MIN_BACKEND_SECONDS:  # no time for the backend asked for: the start answers, and says so
+        clock.fall_back(first)
         clock.cut(backend, "clock", start.objective * COST_UNIT_US)
-        return start, "greedy"
+        return start, first
     nominal = (1 - START_SHARE) * planned
     hint = Solution(start.assignment, dict(start.offsets), "feasible", start.objective)
     sol = solve_formulation(f, backend, time_limit=min(nominal, left), seed=seed, hint=hint, **options)
     _note(clock, backend, sol, left < nominal)
-    if tuple(sol.assignment) == tuple(start.assignment):  # greedy's plan came back (perhaps proven optimal)
-        sol.stats["plan_from"] = "greedy"
-        return sol, "greedy"
+    if tuple(sol.assignment) == tuple(start.assignment):  # the start came back (perhaps proven optimal)
+        sol.stats["plan_from"] = first
+        if first == "hbm":
+            clock.fall_back("hbm")
+        return sol, first
     return sol, backend
+
+
+def _hbm(problem: Problem, seed: int) -> Solution:
+    """The hbm baseline's plan (nothing on chip: valid whenever any plan is), placed for the formulation."""
+    sol = get_problem_backend("hbm")(problem, time_limit=1.0, seed=seed)
+    sol.stats.setdefault("backend", "hbm")
+    return sol
 
 
 def _cut(clock, planned: float, reserve: float) -> tuple[float, bool]:

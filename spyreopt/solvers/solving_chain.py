@@ -79,7 +79,8 @@ def solve_chain(
     limit = min((1 - shares) * time_limit, time_limit - (time.perf_counter() - start))
     if limit <= 0:
         if incumbent is None:
-            raise SolverError(f"{backend}: the time limit {time_limit} s ran out in presolve, with no plan")
+            message = f"{backend}: the time limit {time_limit} s ran out in presolve, with no plan"
+            return Solution((), {}, "timeout", None, red.stats["lp_bound"], time.perf_counter() - start, stats, message)
         return _finish(incumbent, "timeout", red.stats["lp_bound"], "the time limit ran out in presolve", stats, start)
     if backend != "greedy":
         inner_hint = _project(red, incumbent)

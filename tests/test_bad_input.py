@@ -188,7 +188,11 @@ def test_bad_input_corpus_is_large():
 
 @pytest.mark.parametrize(
     "argv",
-    [["solve", "missing.json"], ["iopddl", "{d}/trunc.json.gz", "--out", "{d}/s.json"], ["solve", "mlp", "--time-limit", "-1"]],
+    [
+        ["solve", "missing.json"],
+        ["iopddl", "{d}/trunc.json.gz", "--out", "{d}/s.json"],
+        ["solve", "mlp", "--time-limit", "-1"],
+    ],
 )
 def test_no_traceback_reaches_stderr_of_a_real_process(argv, files):
     args = [a.format(d=files) for a in argv]

@@ -55,8 +55,17 @@ def test_every_decoder_shape_plans_and_validates(shape, backend, decompose):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(shape=shapes(), decompose=st.sampled_from([None, "layers"]))
 @example(  # found by this test: a matmul's broadcast operand dim (None in operand_maps) crashed the tiling scope
-    shape=dict(layers=2, hidden=4096, heads=32, kv_heads=8, intermediate=64, seq=6982, phase="prefill",
-               context=None, head_dim=128),  # fmt: skip
+    shape=dict(
+        layers=2,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        intermediate=64,
+        seq=6982,
+        phase="prefill",
+        context=None,
+        head_dim=128,
+    ),  # fmt: skip
     decompose=None,
 )
 def test_every_decoder_shape_plans_with_every_backend(shape, decompose):

@@ -82,7 +82,9 @@ def _bench(args: argparse.Namespace) -> int:
             every = list(dict.fromkeys(backends + ["auto", "trws"])) if args.backends is None else backends
             r = limits_suite.solve_rows(every, names=names, progress=progress)
             if args.data is not None or data_env():
-                r += limits_suite.iopddl_rows(limits_suite.iopddl_files(data_dir(args.data, "iopddl")), progress=progress)
+                r += limits_suite.iopddl_rows(
+                    limits_suite.iopddl_files(data_dir(args.data, "iopddl")), progress=progress
+                )
         elif suite == "minimalloc":
             directory = data_dir(args.data, "minimalloc", "challenging")
             r = minimalloc_suite(max(limit, 60.0), directory, progress=progress)

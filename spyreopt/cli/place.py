@@ -47,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"place: --capacity must be a positive number of bytes, got {capacity}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not math.isfinite(args.time_limit) or args.time_limit <= 0:
-        print(f"place: --time-limit must be a positive, finite number of seconds, got {args.time_limit}", file=sys.stderr)
+        print(
+            f"place: --time-limit must be a positive, finite number of seconds, got {args.time_limit}", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     try:
         buffers = read_csv(args.file)

@@ -33,7 +33,6 @@ def load_graph(target: str, args: argparse.Namespace | None = None) -> Graph:
     return workloads.get(target)
 
 
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     w = sub.add_parser("workloads", help="list the built-in workloads and model presets")
     w.set_defaults(func=_workloads)

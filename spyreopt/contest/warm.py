@@ -89,7 +89,8 @@ def cached() -> bool:
             f._cache._cache_file._index_path
             for m in (kernels, reduce, trws)
             for f in vars(m).values()
-            if getattr(f, "_cache", None) is not None and hasattr(f._cache, "_cache_file")
+            if getattr(f, "_cache", None) is not None
+            and hasattr(f._cache, "_cache_file")
             and f.targetoptions.get("inline") != "always"  # inlined into its callers, never cached alone
         ]
     except AttributeError:  # another numba's internals: the children will tell

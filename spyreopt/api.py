@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from spyreopt import limits
 from spyreopt.cache.cached import solve_cached
 from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients
@@ -41,8 +42,16 @@ def solve(
     plan of the same canonical problem, relabelled, instead of solving again;
     ``decompose="layers"`` solves each distinct repeated segment once
     (``spyreopt.cache.solve_repeated``). ``pin`` and ``forbid`` restrict the decisions
-    (``spyreopt.model.restrict``); the plan is checked to honour them.
+    (``spyreopt.model.restrict``); the plan is checked to honour them. ``time_limit`` is a deadline from
+    this call (``spyreopt.limits``); what it cut is in ``plan.stats["limits"]``.
     """
+    with limits.deadline(limits.check_limit(time_limit)) as clock:  # the deadline counts from this call
+        plan = _solve(graph, backend, time_limit, seed, hardware, coefficients, cache, decompose, pin, forbid, options)
+        limits.attach(plan, clock)
+    return plan
+
+
+def _solve(graph, backend, time_limit, seed, hardware, coefficients, cache, decompose, pin, forbid, options) -> Plan:
     common = dict(time_limit=time_limit, seed=seed, hardware=hardware, coefficients=coefficients, **options)
     restriction = Restriction.of(pin, forbid)
     if not restriction.empty:

@@ -52,13 +52,17 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from spyreopt import limits
 from spyreopt.cache.key import digest, key_payload
 from spyreopt.cache.relabel import to_canonical
 from spyreopt.cache.repeated import restricted_problem, stitch
 from spyreopt.cache.segments import split
+from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.direct import clock_cut, greedy_work
 from spyreopt.errors import InfeasibleError, PlanError, SolverError
 from spyreopt.hw.spec import HardwareSpec
+from spyreopt.limits import BUILD_SECONDS_PER_OP, FINISH_SECONDS_PER_OP, SEARCH_SHARE
 from spyreopt.model.candidates import resolve
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Formulation, Solution
@@ -67,16 +71,11 @@ from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.anneal import search as anneal  # its step-budget constants
-from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND
 from spyreopt.solvers.registry import get_problem_backend, solve_formulation
 
 EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
-BUILD_SECONDS_PER_OP = 0.05  # nominal (never measured) cost of building a problem, per compute op (measured here:
-# 0.04 for a Llama-3-8B layer built cold, layouts and edge geometry then shared, ``model.memo``)
-FINISH_SECONDS_PER_OP = 0.002  # nominal cost of decoding or stitching the plan of the full graph, per op
-SEARCH_SHARE = 0.8  # share of the time limit left after nominal builds that the stages may plan to use
-START_SHARE = 0.4  # of a problem's stage budget: greedy's (the hbm baseline takes no time), as window-move work
-# at its nominal rate (``greedy.WINDOW_UNITS_PER_SECOND``): the moves that find tiled loops, so a large share
+START_SHARE = 0.4  # of a problem's stage budget: what greedy's start is planned to take (it runs exactly as
+# ``backend="greedy"`` at the same limit, so auto is never worse than greedy), the rest the search stages'
 STAGES = 3  # progress steps per problem: start plan, first search, second search
 EXACT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
 ANNEAL_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)
@@ -85,7 +84,9 @@ EXACT_MIN_SECONDS = 0.5  # a small problem's CP-SAT stage below this planned bud
 # chain alone take 0.2 to 0.5 s), so anneal gets the search
 LNS_MIN_SECONDS = 2.0  # below this planned budget CP-SAT's reductions (its LP) alone may overrun on a large problem
 # (1.3 s on a Llama-3-8B attention layer; on transformer_block a 1.2 s CP-SAT stage ends on the clock, a 2 s one
-# proves the optimum in 1.1 s), so the large-neighbourhood search is left out and anneal gets its share
+# proves the optimum in 1.1 s): a shorter share is raised to this floor, taken from anneal's, while the floor is
+# at most LNS_MAX_SHARE of the search; below that the large-neighbourhood search is left out
+LNS_MAX_SHARE = 0.5
 ENGINE_MIN_SECONDS = 0.5  # below this planned budget the engine's fixed work (reductions, repair, placement) dominates
 ENGINE_LOAD_SECONDS = 1.5  # nominal: importing numba and loading the engine's cached kernels, taken from anneal's share
 REFINE_SHARE = 0.4  # of the layers method's search budget: the cut windows' (the rest: the distinct segments')
@@ -116,6 +117,13 @@ class Run:
     slowdown: float = 1.0  # measured build seconds / nominal ones so far: scales the reserve of the safety net
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds outside the stages, for stats["timing"]
     sigint: Any = None  # the SIGINT handler to restore after each stage (CP-SAT leaves SIGINT at SIG_DFL)
+    clock: limits.Deadline | None = None  # where cuts are recorded (``spyreopt.limits``)
+
+    def cut(self, stage: str, reached: int | None = None) -> None:
+        """A stage given less than its plan, stopped on the clock, or skipped: recorded, and reruns may differ."""
+        self.budget_cut = True
+        if self.clock is not None:
+            self.clock.cut(stage, "clock", None if reached is None else reached * COST_UNIT_US)
 
     def timed(self, phase: str, began: float) -> None:
         self.phases[phase] = round(self.phases.get(phase, 0.0) + time.perf_counter() - began, 3)
@@ -124,11 +132,11 @@ class Run:
         """Seconds until the deadline, less the work still to come (nominal, scaled by the measured slowdown)."""
         return max(self.deadline - self.reserve * self.slowdown - time.perf_counter(), 0.05)
 
-    def limit(self, planned: float) -> float:
+    def limit(self, planned: float, stage: str) -> float:
         """The stage's planned budget, cut to the time left (and said so) when the clock runs short."""
         left = self.left()
         if left < planned:
-            self.budget_cut = True
+            self.cut(stage)
             return left
         return planned
 
@@ -158,8 +166,13 @@ def solve(
     """
     if options:
         raise SolverError(f"auto: unknown option(s) {', '.join(sorted(options))}; known: progress, on_stage")
-    if time_limit <= 0:
-        raise SolverError(f"auto: time_limit must be positive, got {time_limit}")
+    with limits.deadline(limits.check_limit(time_limit)) as clock:
+        plan = _solve(graph, time_limit, seed, hardware, coefficients, progress, on_stage, clock)
+        limits.attach(plan, clock)
+    return plan
+
+
+def _solve(graph, time_limit, seed, hardware, coefficients, progress, on_stage, clock: limits.Deadline) -> Plan:
     start = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
     if isinstance(graph, Problem):
@@ -170,7 +183,7 @@ def solve(
         segs = split(graph, hw, coef)
     layered = segs is not None and len(segs) > 1
     bar = tqdm(total=0, disable=not show, desc="auto", unit="stage", leave=False)
-    run = Run(start + time_limit, bar, on_stage=on_stage)
+    run = Run(clock.at, bar, on_stage=on_stage, clock=clock)
     if threading.current_thread() is threading.main_thread():
         run.sigint = signal.getsignal(signal.SIGINT)
     run.timed("split", start)
@@ -185,7 +198,7 @@ def solve(
             built = 0 if isinstance(graph, Problem) else BUILD_SECONDS_PER_OP * len(problem.ops)
             run.slowdown = _slowdown(run.phases["build"], built) if built else 1.0
             run.reserve = FINISH_SECONDS_PER_OP * len(problem.ops)
-            budget = max(SEARCH_SHARE * (time_limit - built - run.reserve), MIN_STAGE_SECONDS)
+            budget = limits.search_budget(time_limit, len(problem.ops), built=bool(built))
             bar.total = STAGES
             sol, method = _plan_problem(problem, budget, seed, run)
             if sol is None:  # interrupted before any valid plan
@@ -260,13 +273,13 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
     elif backend == "trws":  # the contest engine's start only (anneal follows as its own stage); rounds budgeted
         opts.update(budget=planned, then_anneal=False)
         limit = run.left()
-    elif backend == "greedy":  # window moves budgeted in work units; the clock only as a safety net
-        opts["window_work"] = int(planned * WINDOW_SHARE * WINDOW_UNITS_PER_SECOND)
-        limit = run.left()
     elif backend == "hbm":  # no search: runs to completion
         limit = run.left()
+    elif backend == "greedy":  # as ``backend="greedy"`` at this limit: its window work fixed, the clock a safety net
+        opts["window_work"] = greedy_work(planned)
+        limit = run.left()
     else:  # CP-SAT turns its limit into deterministic time
-        limit = run.limit(planned)
+        limit = run.limit(planned, backend)
     try:
         baseline = get_problem_backend(backend)
         if baseline is not None:
@@ -285,15 +298,8 @@ def _stage(run: Run, problem: Problem, backend: str, planned: float, seed: int, 
             record["engine_used"] = bool(sol.stats.get("engine", {}).get("used"))
         if sol.bound is not None:
             record["bound"] = int(sol.bound)
-        if (
-            sol.stats.get("budget_done") is False
-            or sol.stats.get("engine", {}).get("cut_by_clock")
-            or sol.stats.get("presolve", {}).get("cut_by_clock")
-            or sol.stats.get("wall_limit_hit")
-            or sol.status == "timeout"
-            and backend == "greedy"
-        ):
-            run.budget_cut = True
+        if clock_cut(sol):
+            run.cut(backend, sol.objective)
     record["seconds"] = time.perf_counter() - began
     run.stages.append(record)
     return sol
@@ -328,18 +334,22 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
     best = None
     try:
         best = _better(best, _stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, **tags))
-        # hinted with the baseline's plan: the reduction chain then bounds with it instead of a greedy run of its own
-        best = _better(best, _stage(run, problem, "greedy", budget * START_SHARE, seed, best, **tags))
+        # unhinted and with the whole budget as its limit: the plan ``backend="greedy"`` gives at this limit
+        best = _better(best, _stage(run, problem, "greedy", budget, seed, None, **tags))
         if best is None:
             raise InfeasibleError(f"auto: neither greedy nor the hbm baseline found a plan of {problem.graph.name!r}")
         run.done(f"{label}: start")
         search = budget * (1 - START_SHARE)
         first, second = ("cpsat", "anneal") if small else ("anneal", "cpsat")
         share = EXACT_SHARE if small else ANNEAL_SHARE
-        after = search * (share - ENGINE_SHARE) - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
+        lns_planned = search * (1 - share)
+        if not small and lns_planned < LNS_MIN_SECONDS <= LNS_MAX_SHARE * search:
+            lns_planned = LNS_MIN_SECONDS  # raised to its floor, before the engine's and anneal's shares are set
+        lns = search * share >= EXACT_MIN_SECONDS if small else lns_planned >= LNS_MIN_SECONDS
+        rest = search - lns_planned if lns and not small else search * share  # anneal's, with the engine's
+        after = rest - search * ENGINE_SHARE - ENGINE_LOAD_SECONDS  # anneal's budget when the engine runs
         engine = not small and min(search * ENGINE_SHARE, after) >= ENGINE_MIN_SECONDS
-        planned = after if engine else search * share
-        lns = search * share >= EXACT_MIN_SECONDS if small else search * (1 - share) >= LNS_MIN_SECONDS
+        planned = after if engine else rest
         if not lns:  # too short for CP-SAT to finish on its own budget rather than the clock: anneal gets it all
             planned = search if small else planned + search * (1 - share)
             first, method = "anneal", "anneal"
@@ -349,7 +359,7 @@ def _plan_problem(problem: Problem, budget: float, seed: int, run: Run, **tags: 
         best = _better(best, _stage(run, problem, first, planned, seed, best, **tags))
         run.done(f"{label}: {first}")
         if best.status != "optimal" and lns:
-            best = _better(best, _stage(run, problem, second, search * (1 - share), seed, best, **tags))
+            best = _better(best, _stage(run, problem, second, lns_planned, seed, best, **tags))
         run.done(f"{label}: {second}")
     except KeyboardInterrupt:
         run.interrupted = True
@@ -414,13 +424,16 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     status = "feasible"
     message = f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, crossing tensors in device memory"
     began = time.perf_counter()
-    plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    try:
+        plan = stitch(graph, hw, coef, parts, backend="auto", seed=seed, status=status, message=message)
+    except PlanError as exc:  # not even fresh addresses make it valid: the whole graph re-planned, never given up
+        plan = _replanned(graph, hw, coef, seed, run, exc)
     run.timed("stitch", began)
     refined = None
     if refine and not run.interrupted:
         run.reserve = finish + whole  # the refined plan's decode, then the whole graph's greedy
         if run.left() < (refine_cost - finish) * run.slowdown:  # the clock says no: skipped, and said so
-            run.budget_cut = True
+            run.cut("cuts")
         else:
             refined = refine_cuts(graph, plan, free, hw, coef, seed, run, refine)
     plan = refined or plan
@@ -428,7 +441,7 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     if whole and not run.interrupted:
         run.reserve = 0.0
         if run.left() < whole * run.slowdown:  # the clock says no: skipped, and said so
-            run.budget_cut = True
+            run.cut("whole")
         else:
             kept = whole_greedy(graph, plan, hw, coef, seed, run, whole)
     plan = kept or plan
@@ -469,6 +482,20 @@ def whole_greedy(graph: Graph, plan: Plan, hw, coef, seed: int, run: Run, planne
     candidate.status = plan.status  # the layers method claims feasibility only
     candidate.message = plan.message + "; whole-graph greedy was cheaper than the stitched plan, kept"
     return candidate
+
+
+def _replanned(graph: Graph, hw, coef, seed: int, run: Run, why: PlanError) -> Plan:
+    """Greedy on the whole graph, when the stitched plan is invalid there; recorded as a fallback."""
+    problem = Problem(graph, hw, coef)
+    sol = _better(_stage(run, problem, "hbm", MIN_STAGE_SECONDS, seed, None, segment="whole"),
+                  _stage(run, problem, "greedy", MIN_STAGE_SECONDS, seed, None, segment="whole"))  # fmt: skip
+    sol.stats = {}
+    plan = decode(problem, sol, backend="auto", seed=seed)
+    plan.validate()
+    plan.status, plan.message = "feasible", f"the stitched plan was invalid ({why}); the whole graph re-planned"
+    if run.clock is not None:
+        run.clock.fall_back("greedy (whole graph)")
+    return plan
 
 
 def _segment_budgets(search: float, ops: list[int], copies: list[int]) -> list[float]:

@@ -2,6 +2,12 @@
 
 ``spyreopt.solve`` and the plan cache both end here, so the cache depends on this
 module and never on ``spyreopt.api``.
+
+The limit is a deadline (``spyreopt.limits``): the build counts, and the backend's budget is planned from
+the limit at nominal rates (deterministic) and cut to the time left when the clock is shorter (recorded).
+A search backend starts from greedy's plan at the same limit (the very call ``backend="greedy"`` makes), so
+its answer is never worse than greedy's; when that plan is returned, ``plan.backend`` says "greedy" and
+``stats["requested_backend"]`` names the backend asked for.
 """
 
 from __future__ import annotations
@@ -11,14 +17,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from spyreopt import limits
+from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.errors import PlanError
+from spyreopt.errors import InfeasibleError, PlanError
 from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
+from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
-from spyreopt.solvers.registry import get_problem_backend, solve_formulation
+from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND
+from spyreopt.solvers.registry import check_options, get_problem_backend, solve_formulation
+from spyreopt.solvers.solving_chain import GREEDY_SHARE
+
+START_SHARE = 0.4  # of the planned search budget: greedy's start, before the backend asked for
+MIN_BACKEND_SECONDS = 0.05  # a search backend left less than this after greedy's start is not run (fallback)
+FINISH_SECONDS = 0.02  # nominal: decoding and validating a small plan, kept back from the backend's clock
 
 
 def solve_direct(
@@ -32,8 +47,9 @@ def solve_direct(
     **options: Any,
 ) -> Plan:
     """Plan a graph with one backend; the returned plan has passed ``validate``."""
-    with _built_objects_not_rescanned() as built:
-        return _solve(graph, backend, time_limit, seed, hardware, coefficients, options, built)
+    check_options(backend, options)
+    with _built_objects_not_rescanned() as built_now:
+        return _solve(graph, backend, time_limit, seed, hardware, coefficients, options, built_now)
 
 
 @contextmanager
@@ -67,20 +83,110 @@ def _built_objects_not_rescanned() -> Iterator[Callable[[], None]]:
         gc.enable()
 
 
-def _solve(graph, backend, time_limit, seed, hardware, coefficients, options, built) -> Plan:
-    problem = graph if isinstance(graph, Problem) else Problem(graph, hardware, coefficients)
-    baseline = get_problem_backend(backend)
-    if baseline is not None:
-        built()
-        sol = baseline(problem, time_limit=time_limit, seed=seed, **options)
-        sol.stats.setdefault("backend", backend)
-    else:
-        f = problem.formulation
-        built()
-        sol = solve_formulation(f, backend, time_limit=time_limit, seed=seed, **options)
-    plan = decode(problem, sol, backend=backend, seed=seed)
-    try:
-        plan.validate()
-    except PlanError as exc:
-        raise PlanError(f"backend {backend!r} returned an invalid plan: {exc}") from exc
+def _solve(graph, backend, time_limit, seed, hardware, coefficients, options, built_now) -> Plan:
+    with limits.deadline(limits.check_limit(time_limit)) as clock:
+        built = not isinstance(graph, Problem)
+        problem = Problem(graph, hardware, coefficients) if built else graph
+        assert problem.formulation is not None  # built inside the limit
+        built_now()
+        planned = limits.search_budget(time_limit, len(problem.ops), built=built)
+        reserve = FINISH_SECONDS + limits.FINISH_SECONDS_PER_OP * len(problem.ops)
+        sol, used = _search(problem, backend, planned, reserve, seed, clock, options)
+        plan = decode(problem, sol, backend=used, seed=seed)
+        if used != backend:
+            plan.stats["requested_backend"] = backend
+        try:
+            plan.validate()
+        except PlanError as exc:
+            raise PlanError(f"backend {used!r} returned an invalid plan: {exc}") from exc
+        limits.attach(plan, clock)
     return plan
+
+
+def _search(problem: Problem, backend: str, planned: float, reserve: float, seed: int, clock, options):
+    """The backend's solution and the name of the method whose plan it is."""
+    baseline = get_problem_backend(backend)
+    if baseline is not None:  # a baseline is a fixed reference point: never replaced by another method's plan
+        sol = baseline(problem, time_limit=max(clock.left(), 0.05), seed=seed, **options)
+        sol.stats.setdefault("backend", backend)
+        return sol, backend
+    f = problem.formulation
+    if backend == "greedy":
+        options.setdefault("window_work", greedy_work(planned))  # its work fixed: the clock only a safety net
+        try:
+            sol = solve_formulation(f, "greedy", time_limit=max(clock.left() - reserve, 0.02), seed=seed, **options)
+        except InfeasibleError:  # greedy's memory repair is not exact: nothing on chip is a plan, and said so
+            sol = None
+        if sol is None or len(sol.assignment) != len(f.nodes):  # (or the clock left it no plan)
+            clock.fall_back("hbm")
+            return _hbm(problem, seed), "hbm"
+        _note(clock, "greedy", sol, False)
+        return sol, "greedy"
+    if options.get("hint") is not None:  # the caller's start replaces greedy's
+        sol = solve_formulation(f, backend, time_limit=_cut(clock, planned, reserve)[0], seed=seed, **options)
+        _note(clock, backend, sol, False)
+        return sol, backend
+    options.pop("hint", None)
+    safety = max(clock.left() - reserve, 0.02)  # greedy's work is fixed by the plan: the clock only a safety net
+    try:
+        start = solve_formulation(f, "greedy", time_limit=safety, seed=seed, window_work=greedy_work(planned))
+    except InfeasibleError:  # greedy's memory repair is not exact: the backend starts from nothing on chip
+        start = None
+    first = "greedy"
+    if start is None or len(start.assignment) != len(f.nodes):  # (or the clock left greedy no plan)
+        start, first = _hbm(problem, seed), "hbm"
+    else:
+        _note(clock, "greedy", start, False)
+    left = clock.left() - reserve
+    if left < MIN_BACKEND_SECONDS:  # no time for the backend asked for: the start answers, and says so
+        clock.fall_back(first)
+        clock.cut(backend, "clock", start.objective * COST_UNIT_US)
+        return start, first
+    nominal = (1 - START_SHARE) * planned
+    hint = Solution(start.assignment, dict(start.offsets), "feasible", start.objective)
+    sol = solve_formulation(f, backend, time_limit=min(nominal, left), seed=seed, hint=hint, **options)
+    _note(clock, backend, sol, left < nominal)
+    if tuple(sol.assignment) == tuple(start.assignment):  # the start came back (perhaps proven optimal)
+        sol.stats["plan_from"] = first
+        if first == "hbm":
+            clock.fall_back("hbm")
+        return sol, first
+    return sol, backend
+
+
+def _hbm(problem: Problem, seed: int) -> Solution:
+    """The hbm baseline's plan (nothing on chip: valid whenever any plan is), placed for the formulation."""
+    sol = get_problem_backend("hbm")(problem, time_limit=1.0, seed=seed)
+    sol.stats.setdefault("backend", "hbm")
+    return sol
+
+
+def _cut(clock, planned: float, reserve: float) -> tuple[float, bool]:
+    """A stage's planned seconds, or what the clock leaves when that is less (and True: the stage is cut)."""
+    left = clock.left() - reserve
+    return (max(left, 0.02), True) if left < planned else (planned, False)
+
+
+def _note(clock, stage: str, sol: Solution, short: bool) -> None:
+    """Record a stage given less than its plan or stopped on the clock (the backends' own flags)."""
+    if short or clock_cut(sol):
+        clock.cut(stage, "clock", None if sol.objective is None else sol.objective * COST_UNIT_US)
+
+
+def greedy_work(planned: float) -> int:
+    """The window work greedy gets at a limit of ``planned`` seconds (its search after the chain's incumbent),
+    passed explicitly so that a clock shorter than the plan changes no decision unless it stops greedy (which
+    greedy then says: ``wall_limit_hit``)."""
+    return int((1 - GREEDY_SHARE) * WINDOW_SHARE * planned * WINDOW_UNITS_PER_SECOND)
+
+
+def clock_cut(sol: Solution) -> bool:
+    """Whether a backend's solution says the clock, not its work budget, stopped it."""
+    s = sol.stats
+    return bool(
+        s.get("budget_done") is False
+        or s.get("wall_limit_hit")
+        or s.get("engine", {}).get("cut_by_clock")
+        or s.get("presolve", {}).get("cut_by_clock")
+        or (sol.status == "timeout" and s.get("backend") == "greedy")  # its placement passed the deadline
+    )

@@ -123,7 +123,7 @@ def test_no_module_over_600_lines():
 
 # top-level module or subpackage of spyreopt -> its layer; a module may import only its own layer or lower ones
 LAYERS = {
-    "errors": 0,
+    "errors": 0, "limits": 0,
     "costmodel": 1,
     "model": 2, "workloads": 2, "models": 2, "formats": 2,
     "hw": 3,

@@ -32,7 +32,7 @@ def test_a_suite_without_data_is_a_clear_error(monkeypatch, capsys):
 
 def test_unknown_suite(capsys):
     assert main(["bench", "--suite", "spyre,nope", "--quiet"]) == 2
-    assert "unknown suite(s) ['nope']" in capsys.readouterr().out
+    assert "unknown suite(s) ['nope']" in capsys.readouterr().err  # one line on stderr, like every bad input
 
 
 def test_iopddl_suite_on_the_vendored_instances(capsys):

@@ -184,8 +184,34 @@ def test_warm_children_compile_every_kernel_without_error():
     r = warm.tiny()
     assert (r.k > 1).all() and len(r.ea) == 2  # nothing reduced away: every kernel sees real work
     procs = warm.start()
-    warm.wait(procs)
+    assert warm.wait(procs, time.monotonic() + 600)
     assert [p.exitcode for p in procs] == [0, 0]
+
+
+def test_warm_wait_never_waits_past_its_deadline():
+    """Kernels not compiled by the deadline are not waited for: the children are killed and False returned."""
+    from spyreopt.contest import warm
+
+    procs = warm.start()
+    began = time.monotonic()
+    done = warm.wait(procs, began)  # a deadline already reached
+    assert time.monotonic() - began < 5.0  # the kill and join only, never the compile
+    assert not any(p.is_alive() for p in procs)
+    assert done == all(p.exitcode == 0 for p in procs)
+
+
+def test_solve_document_falls_back_when_the_kernels_are_not_ready(monkeypatch):
+    """The fallback answers, and the outcome says so (the stage cut, the fallback's name)."""
+    from spyreopt.contest import solve as contest_solve
+    from spyreopt.contest import warm
+
+    monkeypatch.setattr(warm, "wait", lambda procs, deadline: False)
+    doc = {"problem": {"name": "t", "nodes": {"intervals": [[0, 1]], "costs": [[3, 1]], "usages": [[0, 0]]},
+                       "edges": {"nodes": [], "costs": []}, "usage_limit": 1}}  # fmt: skip
+    out = contest_solve.solve_document(doc, 5.0, fallback=lambda d, inst, s: ([1], 1.0, "greedy"))
+    assert out.solution == [1] and out.limits["fallback"] == "greedy" and out.limits["cut"]
+    lean = contest_solve.solve_document(doc, 5.0)  # by default numpy's least-usage strategies answer
+    assert lean.limits["fallback"] == "lean" and judge(doc, lean.solution).feasible
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -103,7 +103,7 @@ def test_auto_starts_a_large_problem_from_the_engine_and_says_so():
     import spyreopt as so
 
     g = so.workloads.get("transformer_block")  # 30 compute ops: past auto's exact class
-    plan = so.solve(g, time_limit=10, seed=0)
+    plan = so.solve(g, time_limit=20, seed=0)  # at 10 s CP-SAT's floor comes first and leaves the engine no share
     plan.validate()
     stages = plan.stats["auto"]["stages"]
     assert [s["backend"] for s in stages][:3] == ["hbm", "greedy", "trws"]

@@ -121,11 +121,13 @@ class SlowClock:
         return self.start + self.factor * (self.real() - self.start)
 
 
-@pytest.mark.parametrize(("graph", "limit"), [("model", 20), ("transformer_block", 10)])
+@pytest.mark.parametrize(("graph", "limit"), [("model", 20), ("transformer_block", 30)])
 def test_auto_gives_the_same_plan_on_a_slower_clock(graph, limit, monkeypatch):
     """The stages stop on deterministic budgets: a clock running 1.5x fast changes no decision.
 
-    The limits leave room for a slower machine on top: measured here, neither run is cut up to a clock 2.5x fast."""
+    The limits leave room for a slower machine on top. transformer_block reaches CP-SAT from 10 s on, whose
+    2 s there prove the optimum in 1.0 to 1.7 s of this machine: a 1.5x clock cuts it (said so), so the limit
+    here leaves CP-SAT 4 s."""
     g = preset("tiny", phase="prefill", layers=3) if graph == "model" else so.workloads.get(graph)
     plan = so.solve(g, time_limit=limit, seed=0)
     assert not plan.stats["timing"]["auto"]["budget_cut"]

@@ -40,6 +40,7 @@ from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_check import offer
 from spyreopt.model.problem import Problem
+from spyreopt.solvers.addresses import place_assignment
 
 STATUS_ORDER = ("optimal", "feasible", "timeout")
 
@@ -127,7 +128,12 @@ def solve_repeated(
         f"decomposed into {len(segs)} segments at {len(segs) - 1} cuts, {len(memo)} distinct; "
         f"crossing tensors fixed to device memory stick-on-last, so optimal per segment at best"
     )
-    plan = stitch(graph, hw, coef, parts, backend=backend, seed=seed, status=status, message=message)
+    try:
+        plan = stitch(graph, hw, coef, parts, backend=backend, seed=seed, status=status, message=message)
+    except PlanError as exc:  # not even fresh addresses make it valid: the whole graph re-planned, never given up
+        plan = solve_direct(graph, "greedy", time_limit=time_limit, seed=seed, hardware=hw, coefficients=coef)
+        plan.message = f"the stitched plan was invalid ({exc}); the whole graph re-planned by greedy"
+        plan.stats.setdefault("limits", {"cut": [], "fallback": None})["fallback"] = "greedy (whole graph)"
     plan.solve_seconds = round(time.perf_counter() - start, 6)
     plan.stats["decomposition"] = {
         "segments": len(segs),
@@ -188,5 +194,26 @@ def stitch(
     try:
         plan.validate()
     except PlanError as exc:
-        raise PlanError(f"decompose: the stitched plan is invalid: {exc}") from exc
+        return _replaced(problem, sol, backend, seed, exc)
+    return plan
+
+
+def _replaced(problem: Problem, sol: Solution, backend: str, seed: int, why: PlanError) -> Plan:
+    """The stitched decisions with addresses placed afresh on the full graph: the segments' addresses can be
+    wrong there, since the fixed full Problem may pair ops the segments' Problems did not (an op's interval is
+    widened over a loop only while a tiled candidate of it exists, so fixing it untiled makes it the last reader
+    of a donor, ``model.inplace``: its output must then take that operand's address). Raises PlanError when the
+    decisions cannot be placed either."""
+    offsets = place_assignment(problem.formulation, sol.assignment, seed=seed)
+    if offsets is None:
+        raise PlanError(f"decompose: the stitched plan is invalid ({why}) and its buffers cannot be placed afresh")
+    note = f"; addresses re-placed on the full graph (the segments' were invalid there: {why})"
+    fresh = Solution(sol.assignment, offsets, sol.status, sol.objective, message=sol.message + note)
+    plan = decode(problem, fresh, backend=backend, seed=seed)
+    offer(plan, problem)
+    try:
+        plan.validate()
+    except PlanError as exc:
+        raise PlanError(f"decompose: the stitched plan is invalid even with fresh addresses: {exc}") from exc
+    plan.stats["stitch_repair"] = {"replaced_addresses": True, "why": str(why)}
     return plan

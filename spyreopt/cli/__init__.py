@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from spyreopt.errors import SpyreoptError
+from spyreopt.errors import FormatError, GraphError, SpyreoptError
 
 # subcommand -> (module of spyreopt.cli that registers it, its one-line help as that module gives it)
 COMMANDS = {
@@ -40,9 +40,16 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error answered in one line (the command, the option and what is wrong), status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser, with full arguments for the subcommand named first in ``argv`` (every one if ``argv`` is None)."""
-    parser = argparse.ArgumentParser(prog="spyreopt", description="Plan tensor programs for the Spyre accelerator.")
+    parser = Parser(prog="spyreopt", description="Plan tensor programs for the Spyre accelerator.")
     sub = parser.add_subparsers(dest="command", required=True)
     if argv is None:
         chosen = list(dict.fromkeys(module for module, _ in COMMANDS.values()))
@@ -63,8 +70,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except SpyreoptError as exc:
-        print(f"spyreopt {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"spyreopt {args.command}: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"spyreopt {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def read_file(path, parse):
+    """``parse`` of a file's text; a bad file's error names it (an unreadable one raises OSError, which names it)."""
+    try:
+        return parse(path.read_text())
+    except UnicodeDecodeError:
+        raise FormatError(f"{path}: not a text (JSON) file") from None
+    except (FormatError, GraphError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":

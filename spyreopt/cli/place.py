@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from pathlib import Path
@@ -41,6 +42,14 @@ def run(args: argparse.Namespace) -> int:
     capacity = args.capacity if args.capacity is not None else capacity_from_name(args.file)
     if capacity is None:
         print(f"place: no --capacity given and none in the file name {args.file!r}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if capacity <= 0:
+        print(f"place: --capacity must be a positive number of bytes, got {capacity}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not math.isfinite(args.time_limit) or args.time_limit <= 0:
+        print(
+            f"place: --time-limit must be a positive, finite number of seconds, got {args.time_limit}", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     try:
         buffers = read_csv(args.file)

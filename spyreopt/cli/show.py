@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spyreopt.errors import FormatError
+from spyreopt.cli import read_file
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_summary import summary_line
 from spyreopt.model.plan_table import AGGREGATE_OPS, edge_lines, group_table, notes
@@ -25,10 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    path = Path(args.plan)
-    if not path.is_file():
-        raise FormatError(f"plan file {str(path)!r} does not exist")
-    plan = Plan.from_json(path.read_text())
+    plan = read_file(Path(args.plan), Plan.from_json)
     if args.check:
         plan.validate()
     if len(plan.ops) > AGGREGATE_OPS and not args.ops:

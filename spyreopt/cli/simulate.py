@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from spyreopt.cli import read_file
 from spyreopt.cli.progress import Progress
 from spyreopt.errors import FormatError
 from spyreopt.hw.simulator import simulate
@@ -31,7 +32,7 @@ def _simulate(args: argparse.Namespace) -> int:
     path = Path(args.plan)
     if not path.is_file():
         raise FormatError(f"plan file {str(path)!r} does not exist")
-    plan = Plan.from_json(path.read_text())
+    plan = read_file(path, Plan.from_json)
     start = time.perf_counter()
     result = simulate(plan, repeats=not args.full, progress=Progress("simulate", "steps", start))
     print(f"{plan.graph.get('name', 'graph')}: {len(plan.ops)} ops, plan from {plan.backend}")

@@ -12,6 +12,8 @@ from dask.utils import parse_bytes
 from spyreopt import workloads
 from spyreopt.batch import hardware_variants, solve_many, sweep_tasks, write_table
 from spyreopt.errors import FormatError
+from spyreopt.limits import check_limit
+from spyreopt.solvers.registry import check_options
 
 
 def _list(text: str, parse, what: str) -> list:
@@ -60,7 +62,12 @@ def _sweep(args: argparse.Namespace) -> int:
         planner_fraction=_list(args.planner_fraction, float, "--planner-fraction"),
         cores=_list(args.cores, int, "--cores"),
     )
-    tasks = sweep_tasks(graphs, variants, _list(args.backends, str, "--backends"))
+    backends = _list(args.backends, str, "--backends")
+    check_limit(args.time_limit, "--time-limit")
+    for b in backends:  # an unknown backend named before any work
+        if b != "auto":
+            check_options(b, {})
+    tasks = sweep_tasks(graphs, variants, backends)
     opts = {"time_limit": args.time_limit, "seed": args.seed}
     if args.cache:
         opts["cache"] = args.cache

@@ -14,15 +14,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from spyreopt.contest import warm
 from spyreopt.contest.exact import model_size, solve_exact
-from spyreopt.contest.load import instance_from_document
+from spyreopt.contest.load import Instance, instance_from_document
 from spyreopt.contest.reduce import Reduced, reduce_instance
 from spyreopt.contest.search import Result, Search, build_graph
 from spyreopt.errors import InfeasibleError
 
 EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
 MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
+FALLBACK_SHARE = 0.2  # of the limit: kept for the fallback while the kernels compile
+CHILD_GRACE = 0.3  # seconds past the deadline a search child may take to send its answer before it is killed
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Outcome:
     cut_by_clock: bool
     optimal: bool
     stats: dict
+    limits: dict  # ``spyreopt.limits`` report: the stages cut and the fallback used, if any
 
 
 def _child(r: Reduced, seed: int, deadline: float, max_rounds: int, conn) -> None:
@@ -58,8 +63,11 @@ def _search_two(r: Reduced, seed: int, deadline: float, max_rounds: int, on_best
     proc = ctx.Process(target=_child, args=(r, seed + 1, deadline, max_rounds, send), daemon=True)
     proc.start()
     mine = Search(r, build_graph(r), seed).run(deadline, max_rounds, on_best)
-    other = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0) + 5.0) else None
-    proc.join(5.0)
+    other = recv.recv() if recv.poll(max(deadline - time.monotonic(), 0) + CHILD_GRACE) else None
+    proc.join(CHILD_GRACE)
+    if proc.is_alive():  # never waited for past the grace: its answer is dropped
+        proc.kill()
+        proc.join()
     if other is None or other.x is None:
         return mine
     if mine.x is None or (other.cost, 1) < (mine.cost, 0):
@@ -83,17 +91,24 @@ def solve_document(
     start: float | None = None,
     max_rounds: int = 10**9,
     progress: Callable[[str], None] | None = None,
+    fallback: Callable[[dict, Instance, float], tuple[list[int], float, str] | None] | None = None,
 ) -> Outcome:
-    """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now)."""
+    """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now).
+
+    When the kernels are not compiled or loaded by ``FALLBACK_SHARE`` of the limit before the deadline, they are
+    not waited for: ``fallback(doc, instance, seconds)`` answers (solution, cost, its method's name), or when it
+    gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
-    compiling = warm.start()
-    inst = instance_from_document(doc)
+    compiling = [] if warm.cached() else warm.start()  # a warm disk cache loads in the parent at once
+    inst = instance_from_document(doc)  # numpy only: the reductions' kernels compile in the children too
+    say = progress or (lambda _m: None)
+    if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this
+        say(f"[{time.monotonic() - start:5.1f}s] kernels not compiled in time: a fallback answers")
+        return _fallback(fallback, doc, inst, deadline, time.monotonic() - start)
     r = reduce_instance(inst)
     t_load = time.monotonic() - start
-    say = progress or (lambda _m: None)
     say(f"[{t_load:5.1f}s] loaded and reduced: {inst.n} nodes -> {r.n} groups, {len(r.ea)} edges")
-    warm.wait(compiling)
     t_ready = time.monotonic() - start  # the searches' clocks start here
     say(f"[{t_ready:5.1f}s] kernels compiled or loaded from the cache")
 
@@ -126,7 +141,46 @@ def solve_document(
     if res.x is None:
         raise InfeasibleError(f"{inst.name}: no solution within the usage limit {r.usage_limit} found in time")
     stats = dict(r.stats, nodes=inst.n, edges=inst.m)
-    return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats)
+    report = {"cut": [], "fallback": None}  # the engine's search always runs to the clock: that is its normal end
+    return Outcome(r.expand(res.x), res.cost, method, t_load, res.seconds_to_best, cut, optimal, stats, report)
+
+
+def lean(inst) -> list[int] | None:
+    """Per node the strategy of least usage x lifetime (then least cost), in numpy alone: the answer when the
+    kernels are not compiled in time. It never raises the usage of a node above its least-usage strategy's, so
+    it is feasible whenever those are; None when it is not within the limit."""
+    node = np.repeat(np.arange(inst.n), inst.k)
+    weight = inst.usage.astype(np.float64) * (inst.hi - inst.lo)[node]
+    order = np.lexsort((np.arange(len(node)), inst.cost, weight, node))  # per node: least weight, cost, index
+    first = order[np.r_[0, np.flatnonzero(np.diff(node[order])) + 1]]
+    choice = first - inst.off[:-1]
+    if inst.usage_limit is not None and inst.n:
+        steps = np.zeros(int(inst.hi.max()) + 2, np.int64)
+        np.add.at(steps, inst.lo, inst.usage[first])
+        np.subtract.at(steps, inst.hi, inst.usage[first])
+        if np.cumsum(steps).max() > inst.usage_limit:
+            return None
+    return choice.tolist()
+
+
+def _fallback(fallback, doc: dict, inst, deadline: float, t_load: float) -> Outcome:
+    """``fallback(doc, instance, seconds)`` if it answers, else ``lean`` (no compiled kernel either way): below
+    the engine, and the outcome says so."""
+    began = time.monotonic()
+    answer = fallback(doc, inst, max(deadline - began, 0.1)) if fallback is not None else None
+    if answer is not None:
+        solution, cost, method = answer
+    else:
+        solution, method = lean(inst), "lean"
+        if solution is None:
+            raise InfeasibleError(f"{inst.name}: the kernels were not compiled in time and the least-usage "
+                                  "strategies exceed the usage limit")  # fmt: skip
+        cost = float("nan")
+    stats = {"nodes": inst.n, "edges": inst.m}
+    report = {"cut": [{"stage": "trws+forest-dp", "by": "clock", "reached_us": None}], "fallback": method}
+    took = time.monotonic() - began + t_load
+    return Outcome(solution, cost, f"{method} (fallback: kernels not compiled in time)", t_load, took, True, False,
+                   stats, report)  # fmt: skip
 
 
 def stderr_progress(message: str) -> None:

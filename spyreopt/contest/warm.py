@@ -11,6 +11,8 @@ and reduces the real instance. With a warm cache each child only loads and exits
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import time
 
 import numpy as np
 
@@ -60,7 +62,45 @@ def start() -> list:
     return procs
 
 
-def wait(procs: list) -> None:
-    """Join the children (a failed child only means the parent compiles that half itself)."""
+def wait(procs: list, deadline: float) -> bool:
+    """Join the children until ``deadline`` (``time.monotonic``); True when both finished (the kernels are then
+    in the disk cache and load in a fraction of a second). At the deadline the children still compiling are
+    killed and False returned (as for a child that failed): the caller answers without the kernels. What they
+    compiled stays cached, so a cold cache warms over successive runs."""
     for p in procs:
-        p.join()
+        p.join(max(deadline - time.monotonic(), 0.0))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return all(p.exitcode == 0 for p in procs)
+
+
+_READY: list[bool] = []  # set once the children have compiled every kernel in this process's lifetime
+
+
+def cached() -> bool:
+    """Whether numba's disk cache holds an index for every kernel of the search and the reductions (it then loads
+    them in a fraction of a second); False when it cannot tell."""
+    from spyreopt.contest import kernels, reduce, trws
+
+    try:
+        paths = [
+            f._cache._cache_file._index_path
+            for m in (kernels, reduce, trws)
+            for f in vars(m).values()
+            if getattr(f, "_cache", None) is not None
+            and hasattr(f._cache, "_cache_file")
+            and f.targetoptions.get("inline") != "always"  # inlined into its callers, never cached alone
+        ]
+    except AttributeError:  # another numba's internals: the children will tell
+        return False
+    return bool(paths) and all(os.path.exists(p) for p in paths)
+
+
+def ready(seconds: float) -> bool:
+    """Whether the kernels are compiled or loaded from the cache within ``seconds``: at once when the disk cache
+    has them all, else found by the two children of ``start`` (once per process); never waits longer."""
+    if not _READY and (cached() or wait(start(), time.monotonic() + max(seconds, 0.0))):
+        _READY.append(True)
+    return bool(_READY)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import zlib
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -76,9 +77,17 @@ class IopddlArrays:
 
 def read_json(path: str | PathLike) -> dict:
     """The JSON document of a plain or gzipped file (detected by content, not by name)."""
-    raw = Path(path).read_bytes()
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not raw:
+        raise FormatError(f"{path}: the file is empty")
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise FormatError(f"{path}: not a complete gzip file ({type(exc).__name__}: {exc})") from None
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -124,6 +133,10 @@ def validate(data: Any) -> IopddlArrays:
     cost = _ints(costs, k, "problem.nodes.costs")
     usage = _ints(usages, k, "problem.nodes.usages")
     off = _offsets(k)
+    if (cost < 0).any():
+        j = int(np.flatnonzero(cost < 0)[0])
+        i = int(np.searchsorted(off, j, side="right") - 1)
+        raise FormatError(f"problem.nodes.costs[{i}][{j - off[i]}]: negative cost {cost[j]}")
     if (usage < 0).any():
         j = int(np.flatnonzero(usage < 0)[0])
         i = int(np.searchsorted(off, j, side="right") - 1)
@@ -151,6 +164,10 @@ def validate(data: Any) -> IopddlArrays:
             f"{ends[endoff[j] : endoff[j + 1]].tolist()} need {size[j]}"
         )
     ecost = _ints(edge_costs, ke, "problem.edges.costs")
+    if (ecost < 0).any():
+        j = int(np.flatnonzero(ecost < 0)[0])
+        kk = int(np.searchsorted(_offsets(ke), j, side="right") - 1)
+        raise FormatError(f"problem.edges.costs[{kk}]: negative cost {ecost[j]}")
     limit = p.get("usage_limit")
     if limit is not None:
         limit = _int(limit, "problem.usage_limit")

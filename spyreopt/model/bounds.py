@@ -19,11 +19,13 @@ from spyreopt.model.problem import Problem
 from spyreopt.model.tiling import KEEP_PER_TILING
 
 
-def candidate_scope(problem: Problem) -> str:
-    """The set of plans an "optimal" or a bound is about, in words (appended to such a plan's message)."""
+def candidate_scope(problem: Problem, optimal: bool = True) -> str:
+    """The set of plans an "optimal" or a bound is about, in words (appended to such a plan's message); a plan
+    not proven optimal (``optimal`` False) is told only what its bound is about."""
     n, half = problem.max_layouts, max(problem.max_layouts // 2, 1)  # even and uneven quotas (``OpCandidates``)
     return (
-        "optimal and bound over the enumerated candidates: per op and output stick dim, the "
+        f"{'optimal and bound' if optimal else 'the bound is'} over the enumerated candidates: per op and output "
+        "stick dim, the "
         f"{n} even divisions fastest alone and the {half} fastest in compute, and the {half} uneven ones (a shorter "
         f"last part) fastest alone and the {max(half // 2, 1)} fastest in compute, each among those using at least "
         "a quarter of the most cores a legal division of its kind can use; stick on the last "

@@ -23,7 +23,7 @@ def _scoped(problem: Problem, sol: Solution) -> str:
     """The backend's message, plus what an "optimal" or a bound is relative to when there is one."""
     if sol.status != "optimal" and sol.bound is None:
         return sol.message
-    return "; ".join(m for m in (sol.message, candidate_scope(problem)) if m)
+    return "; ".join(m for m in (sol.message, candidate_scope(problem, sol.status == "optimal")) if m)
 
 
 def decode(problem: Problem, sol: Solution, *, backend: str, seed: int) -> Plan:

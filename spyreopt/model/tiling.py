@@ -210,7 +210,9 @@ def tiling_scope(graph, ops, hw, refs, sizes: dict[str, int]) -> dict[int, tuple
             continue
         space = op_space(graph, o)
         reduce_near = [j for j, r in enumerate(refs[i]) if r.base in near and o.kind == "matmul"]
-        reduce_near = [j for j in reduce_near if any(space.reduction[d] for d in space.operand_maps[j])]
+        reduce_near = [  # a broadcast operand dim (None) maps to no iteration dim
+            j for j in reduce_near if any(d is not None and space.reduction[d] for d in space.operand_maps[j])
+        ]
         reads = [j for j, r in enumerate(refs[i]) if r.base in large] + reduce_near
         if o.output not in large and not reads:
             continue

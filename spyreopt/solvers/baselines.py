@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import time
 
+from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Solution
 from spyreopt.model.problem import Candidate, Problem
 from spyreopt.solvers.addresses import place_assignment
 from spyreopt.solvers.local import LocalView
+
+ACCEPTS: frozenset[str] = frozenset()  # the baselines take no option besides time_limit and seed
 
 
 def _own_best(problem: Problem) -> list[int]:
@@ -62,12 +65,16 @@ def _solution(problem: Problem, a: list[int], offsets, start: float, stats: dict
 
 
 def hbm(problem: Problem, *, time_limit: float, seed: int, **options) -> Solution:
+    if options:
+        raise SolverError(f"hbm: unknown option(s) {', '.join(sorted(options))}; it takes none")
     start = time.perf_counter()
     a = _own_best(problem)
     return _solution(problem, a, {}, start, {"resident": 0})
 
 
 def independent(problem: Problem, *, time_limit: float, seed: int, **options) -> Solution:
+    if options:
+        raise SolverError(f"independent: unknown option(s) {', '.join(sorted(options))}; it takes none")
     start = time.perf_counter()
     f = problem.formulation
     a = _own_best(problem)

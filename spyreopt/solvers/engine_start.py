@@ -44,12 +44,13 @@ import time
 
 import numpy as np
 
+from spyreopt.contest import warm
 from spyreopt.contest.load import Instance
 from spyreopt.contest.reduce import BIG, reduce_instance
 from spyreopt.contest.search import Search, build_graph
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
-from spyreopt.solvers import greedy
+from spyreopt.solvers import greedy, options
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.anneal import search as anneal
 from spyreopt.solvers.anneal.guide import covering_units, descend, repair
@@ -59,6 +60,7 @@ from spyreopt.solvers.anneal.units import singletons
 from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.presolve.limits import memory_limit
 
+ACCEPTS = anneal.ACCEPTS | options.TRWS  # options besides time_limit and seed
 ROUND_SECONDS_PER_ENTRY = 2e-7  # nominal (never measured) seconds of one engine round per table entry
 ROUND_SECONDS_MIN = 2e-3  # nominal floor of one round (prices, repair and polish on a tiny problem)
 MAX_ROUNDS = 400  # enough for the prices to settle on the Spyre stacks; more only repeats
@@ -241,12 +243,16 @@ def solve(
     share = ENGINE_SHARE if then_anneal else 1.0
     if rounds is None:
         rounds = nominal_rounds(to_instance(f), share * time_limit if budget is None else budget)
-    own = engine_solution(f, seed=seed, rounds=rounds, deadline=start + share * time_limit)
+    planned = share * time_limit if budget is None else min(budget, share * time_limit)
+    compiled = warm.ready(start + planned - time.perf_counter())  # never waited for past its planned share
+    own = engine_solution(f, seed=seed, rounds=rounds, deadline=start + share * time_limit) if compiled else None
     if hint is not None and not isinstance(hint, Solution):
         raise SolverError("trws: hint must be a Solution (a valid plan with addresses)")
     other = hint if hint is not None else greedy.solve(f, time_limit=max(0.1 * time_limit, 0.05), seed=seed)
     best = own if own is not None and (other is None or own.objective < other.objective) else other
     engine_stats = own.stats["engine"] if own is not None else {"found": False}
+    if not compiled:  # the kernels were not compiled in time: the hint (or greedy's plan) answers, said so
+        engine_stats.update(kernels="not compiled in time", cut_by_clock=True)
     engine_stats["used"] = best is own
     if not then_anneal:
         out = Solution(best.assignment, dict(best.offsets), best.status, best.objective, stats={"engine": engine_stats})

@@ -16,6 +16,7 @@ from typing import Any
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.solvers import options
 from spyreopt.solvers.presolve.feasibility import check_usage_feasible
 from spyreopt.solvers.solving_chain import solve_chain
 
@@ -29,6 +30,9 @@ BACKENDS: dict[str, str] = {
     "hbm": "spyreopt.solvers.baselines:hbm",
     "independent": "spyreopt.solvers.baselines:independent",
 }
+
+
+_BUILTIN = dict(BACKENDS)
 
 
 def _reads_problem(name: str) -> bool:
@@ -62,6 +66,36 @@ def get_backend(name: str):
     except ImportError as exc:
         raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
     return module.solve
+
+
+def check_options(name: str, options: dict) -> None:
+    """Reject, before any work, an option the backend does not take (its module's ``ACCEPTS``; a registered
+    backend without one checks its own)."""
+    if name not in BACKENDS:
+        raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
+    known = _light_accepts(name)
+    if known is None:
+        try:
+            module = importlib.import_module(BACKENDS[name].split(":")[0])
+        except ImportError as exc:
+            raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
+        known = getattr(module, "ACCEPTS", None)
+    unknown = sorted(set(options) - known) if known is not None else []
+    if unknown:
+        raise SolverError(
+            f"backend {name!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}"
+        )
+
+
+def _light_accepts(name: str) -> frozenset[str] | None:
+    """The options of a built-in backend with a heavy import, without importing it (``solvers.options``)."""
+    if BACKENDS.get(name) != _BUILTIN.get(name):
+        return None  # re-registered: its module says
+    if name == "trws":
+        from spyreopt.solvers.anneal.search import ACCEPTS as anneal_accepts
+
+        return options.TRWS | anneal_accepts
+    return {"cpsat": options.CPSAT, "milp": options.MILP}.get(name)
 
 
 def solve_formulation(

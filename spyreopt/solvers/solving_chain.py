@@ -59,7 +59,8 @@ def solve_chain(
     stats: dict = {}
     exact = backend in EXACT
     improve = exact and sum(n.num_candidates for n in f.nodes) <= ANNEAL_CANDIDATES_PER_SECOND * time_limit
-    incumbent = _incumbent(f, hint, lookup, time_limit, seed, stats, improve)
+    work = options.get("window_work") if backend == "greedy" else None  # greedy's work fixed: its incumbent's too
+    incumbent = _incumbent(f, hint, lookup, time_limit, seed, stats, improve, work)
     bound = None if incumbent is None else incumbent.objective
     lp_time = LP_SHARE * time_limit if exact and bound is not None else None
     shares = GREEDY_SHARE + (ANNEAL_SHARE if improve else 0.0) + (LP_SHARE if lp_time else 0.0)
@@ -78,7 +79,8 @@ def solve_chain(
     limit = min((1 - shares) * time_limit, time_limit - (time.perf_counter() - start))
     if limit <= 0:
         if incumbent is None:
-            raise SolverError(f"{backend}: the time limit {time_limit} s ran out in presolve, with no plan")
+            message = f"{backend}: the time limit {time_limit} s ran out in presolve, with no plan"
+            return Solution((), {}, "timeout", None, red.stats["lp_bound"], time.perf_counter() - start, stats, message)
         return _finish(incumbent, "timeout", red.stats["lp_bound"], "the time limit ran out in presolve", stats, start)
     if backend != "greedy":
         inner_hint = _project(red, incumbent)
@@ -99,9 +101,10 @@ def _best_bound(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats: dict, improve: bool):
+def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats: dict, improve: bool, work=None):
     """A plan checked with ``f.violations``: the hint if valid, else greedy's (improved by anneal when
-    ``improve``); None if there is none."""
+    ``improve``); None if there is none. ``work``: the greedy backend's window work, of which the incumbent gets
+    its share (so a greedy run is a function of its work, the clock only its safety net)."""
     if hint is not None:
         assignment, offsets = hint_start(hint)
         try:
@@ -113,7 +116,8 @@ def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats
             return Solution(assignment, offsets, "feasible", f.evaluate(assignment))
         stats["hint"] = f"invalid, not used: {bad[0]}"
     try:
-        best = _checked(f, lookup("greedy")(f, time_limit=max(GREEDY_SHARE * time_limit, 0.05), seed=seed))
+        own = {} if work is None else {"window_work": int(work * GREEDY_SHARE / (1 - GREEDY_SHARE))}
+        best = _checked(f, lookup("greedy")(f, time_limit=max(GREEDY_SHARE * time_limit, 0.05), seed=seed, **own))
     except InfeasibleError as exc:
         stats["incumbent"] = f"none (greedy: {exc})"
         return None

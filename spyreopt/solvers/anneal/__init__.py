@@ -6,6 +6,6 @@ incremental evaluation, ``anneal.guide`` runs the message-passing rounds,
 ``anneal.moves`` and ``anneal.state`` make and score the moves.
 """
 
-from spyreopt.solvers.anneal.search import solve
+from spyreopt.solvers.anneal.search import ACCEPTS, solve
 
-__all__ = ["solve"]
+__all__ = ["ACCEPTS", "solve"]

@@ -65,6 +65,7 @@ DEFAULTS = {
     "merge": True,  # merge nodes whose candidates force each other into units
     "reserve": 0.1,  # share of the time limit kept for placement at the end
 }
+ACCEPTS = frozenset(DEFAULTS) | {"steps", "hint"}  # options besides time_limit and seed
 
 # Nominal costs (seconds) that turn a time limit into rounds and steps. Fixed
 # numbers, never measured, so budgets are deterministic; set for a slow 2-core

@@ -6,6 +6,6 @@ large-neighbourhood windows (``cpsat.search``), and reports; the model is
 literals and links) and ``cpsat.memory`` (capacity and addresses).
 """
 
-from spyreopt.solvers.cpsat.backend import solve
+from spyreopt.solvers.cpsat.backend import ACCEPTS, solve
 
-__all__ = ["solve"]
+__all__ = ["ACCEPTS", "solve"]

@@ -58,11 +58,14 @@ import numpy as np
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution, hint_start
+from spyreopt.solvers import options
 from spyreopt.solvers.cpsat.search import Incumbent, Run, Search
 from spyreopt.solvers.presolve import Domains, domains, memory_limit, term_minima_bound
 
 GREEDY_SHARE = 0.25  # share of the time limit the greedy warm start may use (its window moves need it)
 OPTIONS = {"deterministic", "lns", "log", "window"}
+ACCEPTS = options.CPSAT  # options besides time_limit and seed
+assert ACCEPTS == OPTIONS | {"workers", "hint"}
 
 
 def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hint=None, **options) -> Solution:

@@ -5,6 +5,6 @@
 (``milp.run``) and cuts unplaceable buffer groups until the plan places.
 """
 
-from spyreopt.solvers.milp.backend import solve
+from spyreopt.solvers.milp.backend import ACCEPTS, solve
 
-__all__ = ["solve"]
+__all__ = ["ACCEPTS", "solve"]

@@ -31,11 +31,13 @@ import time
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import BufferSpec, Formulation, Solution
-from spyreopt.solvers import greedy
+from spyreopt.solvers import greedy, options
 from spyreopt.solvers.addresses import place_assignment
 from spyreopt.solvers.milp.model import MilpModel, ModelTimeout, milp_domains
 from spyreopt.solvers.milp.run import ABS_GAP, RunResult, runner
 from spyreopt.solvers.placement import Buffer, place
+
+ACCEPTS = options.MILP  # options besides time_limit and seed
 
 
 def solve(

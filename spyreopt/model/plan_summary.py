@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from spyreopt.limits import PAST_DEADLINE
+
 if TYPE_CHECKING:
     from spyreopt.model.plan import Plan
 
@@ -44,6 +46,9 @@ def _from_limits(limits: dict[str, Any]) -> list[str]:
         by = "the clock" if c.get("by") == "clock" else "its work budget"
         reached = c.get("reached_us")
         with_plan = "" if reached is None else f" with a plan of {reached:,.3f} µs"
+        if c.get("stage") == PAST_DEADLINE:
+            out.append(f"the plan{with_plan} was ready only after the deadline (start-up and build overran it)")
+            continue
         out.append(f"{c.get('stage', 'a stage')} was cut by {by}{with_plan}")
     if limits.get("fallback"):
         out.append(f"fell back to {limits['fallback']}")

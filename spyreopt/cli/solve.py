@@ -114,8 +114,11 @@ def _solve(args: argparse.Namespace) -> int:
     else:
         print("\n".join(edge_lines(plan)))
     wall = time.perf_counter() - start
-    found = {} if args.no_baselines else baselines(graph, decompose="layers" if is_model else None)
+    spent = wall >= args.time_limit  # the baselines count against the limit too: none once it is spent
+    found = {} if args.no_baselines or spent else baselines(graph, decompose="layers" if is_model else None)
     print(summary_line(plan, found, f"{wall:.1f} s from process start"))
+    if spent and not args.no_baselines:
+        print("baselines: not computed, the time limit is spent (a longer limit shows them)")
     for line in notes(plan):
         print(line)
     if args.out:

@@ -47,7 +47,8 @@ def _from_limits(limits: dict[str, Any]) -> list[str]:
         reached = c.get("reached_us")
         with_plan = "" if reached is None else f" with a plan of {reached:,.3f} µs"
         if c.get("stage") == PAST_DEADLINE:
-            out.append(f"the plan{with_plan} was ready only after the deadline (start-up and build overran it)")
+            at = "" if reached is None else f" ({reached:,.3f} µs)"
+            out.append(f"the plan{at} was ready only after the deadline (start-up and build overran it)")
             continue
         out.append(f"{c.get('stage', 'a stage')} was cut by {by}{with_plan}")
     if limits.get("fallback"):

@@ -70,6 +70,27 @@ def process_start() -> float:
     return time.perf_counter() - process_age()
 
 
+_COMMAND_START: ContextVar[float | None] = ContextVar("spyreopt_command_start", default=None)
+
+
+@contextmanager
+def command(from_process_start: bool) -> Iterator[None]:
+    """A command's limits count from process start when it is the program (``spyreopt ...``), and from this
+    call when Python calls it in a longer-lived process (a notebook, a test), whose start-up is not its own."""
+    token = _COMMAND_START.set(process_start() if from_process_start else time.perf_counter())
+    try:
+        yield
+    finally:
+        _COMMAND_START.reset(token)
+
+
+def command_start() -> float:
+    """When the running command started (``command``), on the ``time.perf_counter`` clock; the process start
+    outside one."""
+    start = _COMMAND_START.get()
+    return process_start() if start is None else start
+
+
 def after_startup(time_limit: float) -> float:
     """The limit a command plans its stages on: less the nominal start-up, never below half the limit (the
     deadline stays ``time_limit`` from process start; only the plan shrinks, deterministically)."""

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from spyreopt import limits
 from spyreopt.errors import FormatError, GraphError, SpyreoptError
 
 # subcommand -> (module of spyreopt.cli that registers it, its one-line help as that module gives it)
@@ -65,10 +66,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # run as the program: its limits count from process start (``limits.command``)
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with limits.command(from_process_start=program):
+            return int(args.func(args) or 0)
     except SpyreoptError as exc:
         print(f"spyreopt {args.command}: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -97,7 +97,7 @@ def baselines(graph: Graph, decompose: str | None = None) -> dict[str, float]:
 def _solve(args: argparse.Namespace) -> int:
     """0 when a plan was printed; 2 on bad input; 3 under ``--strict`` when the plan is limited."""
     check_limit(args.time_limit, "--time-limit")
-    start = limits.process_start()
+    start = limits.command_start()
     with limits.deadline(args.time_limit, start=start):  # the limit counts from process start: loading included
         graph = load_graph(args.target, args)
         plan = solve(

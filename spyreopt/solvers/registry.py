@@ -68,6 +68,9 @@ def get_backend(name: str):
     return module.solve
 
 
+CHAIN_OPTIONS = frozenset({"presolve"})  # ``solve_formulation``'s own options, for every formulation backend
+
+
 def check_options(name: str, options: dict) -> None:
     """Reject, before any work, an option the backend does not take (its module's ``ACCEPTS``; a registered
     backend without one checks its own)."""
@@ -80,6 +83,8 @@ def check_options(name: str, options: dict) -> None:
         except ImportError as exc:
             raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
         known = getattr(module, "ACCEPTS", None)
+    if known is not None and not _reads_problem(name):
+        known = known | CHAIN_OPTIONS  # every formulation backend runs through the chain, which takes these
     unknown = sorted(set(options) - known) if known is not None else []
     if unknown:
         raise SolverError(

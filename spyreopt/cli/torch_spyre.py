@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"    reference breaks {theirs.message}")
         if "without the in-place shares" in r.over:
             print(f"    {r.status}: {r.over}")
+        for note in r.notes:
+            print(f"    note: {note}")
         if args.objective == "time":
             t_ours, c_ours = predict(g, r.answers)
             t_ref = "" if theirs is None else "reference {:.2f} us ({} cores), ".format(*predict(g, g.reference))

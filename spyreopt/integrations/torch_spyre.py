@@ -50,6 +50,7 @@ class GraphResult:
     backend: str
     source: str  # where the answer came from: the backend, or the reference when it was not beaten
     over: str  # what "optimal" is a statement about
+    notes: tuple[str, ...] = ()  # a stage that failed and what answered instead
 
 
 def reference_capacity(graph: CaptureGraph) -> int | None:
@@ -106,6 +107,7 @@ def solve_graph(
     model = build(graph, capacity, objective)
     f = model.formulation
     starts = {"all off chip": spill_all(model)}  # always valid: nothing resident, so no gate, no address
+    notes: list[str] = []
     if use_reference and graph.reference is not None:
         ref = _checked(f, encode(model, graph.reference))
         if ref is not None:
@@ -117,8 +119,8 @@ def solve_graph(
         try:
             quick = solve_formulation(f, "anneal", time_limit=share * time_limit, seed=seed, presolve=False)
             starts["anneal"] = _checked(f, quick)
-        except (InfeasibleError, SolverError):
-            pass  # the other starts stand
+        except (InfeasibleError, SolverError) as exc:  # the other starts stand, and the result says so
+            notes.append(f"anneal found no answer ({exc}); the exact search started from the best other start")
     origin, hint = min(((k, s) for k, s in starts.items() if s is not None), key=lambda kv: _objective(kv[1]))
     left = max(time_limit - (time.perf_counter() - start), 0.05)
     if backend is None:
@@ -132,6 +134,7 @@ def solve_graph(
             sol = solve_formulation(f, name, time_limit=left, seed=seed, hint=hint)
     except InfeasibleError as exc:  # a heuristic backend gave up: the checked start stands, and says so
         sol = Solution(hint.assignment, hint.offsets, "feasible", hint.objective, message=f"{name}: {exc}")
+        notes.append(f"{name} found no answer ({exc}); the start from {origin} answered")
     ours = tuple(decode(model, sol))
     verdict = judge(graph, ours, model.capacity)
     if not verdict.valid:
@@ -158,4 +161,5 @@ def solve_graph(
         name,
         source,
         over,
+        tuple(notes),
     )

@@ -24,14 +24,7 @@ from spyreopt.integrations.inductor.groups import Dim, Read, group_loop, var_cut
 ANALYSIS = {"mode": "analysis", "backend": "greedy", "time_limit": 5}
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    torch._dynamo.reset()
-    si.clear()
-    torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
-    si.clear()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 # ---- models -----------------------------------------------------------------------

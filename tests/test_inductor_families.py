@@ -20,13 +20,7 @@ OPTIONS = {"mode": "analysis", "backend": "cpsat", "time_limit": 2}
 MAX_OPAQUE = 0.02
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    torch._dynamo.reset()
-    si.clear()
-    yield
-    torch._dynamo.reset()
-    si.clear()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def covered(record: si.CapturedGraph) -> None:

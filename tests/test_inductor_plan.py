@@ -15,15 +15,7 @@ from spyreopt.integrations.inductor import examples, families  # noqa: E402
 from spyreopt.model.plan import EDGE_MODES  # noqa: E402
 from spyreopt.solvers import registry  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def fresh():
-    torch._dynamo.reset()
-    si.clear()
-    torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
-    si.clear()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def tiny_llama(layers: int):

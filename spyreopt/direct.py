@@ -87,7 +87,7 @@ def _solve(graph, backend, time_limit, seed, hardware, coefficients, options, bu
     with limits.deadline(limits.check_limit(time_limit)) as clock:
         built = not isinstance(graph, Problem)
         problem = Problem(graph, hardware, coefficients) if built else graph
-        assert problem.formulation is not None  # built inside the limit
+        problem.formulation  # noqa: B018 -- built here, inside the limit (a lazy property; an assert would vanish under -O)
         built_now()
         planned = limits.search_budget(time_limit, len(problem.ops), built=built)
         reserve = FINISH_SECONDS + limits.FINISH_SECONDS_PER_OP * len(problem.ops)

@@ -183,3 +183,27 @@ def test_a_cores_own_dma_floors_its_traffic():
     spread = Problem(g, so.HardwareSpec(), C, fixed={"e": ((32, 1), 1, "hbm")})
     assert 2 * nbytes / 32 * 0.025 < spread.unary_parts(0, 0).mem * 1e-3  # below the aggregate: no effect
     assert many.unary_parts(0, 0).mem == spread.unary_parts(0, 0).mem
+
+
+def test_the_ports_its_cores_reach_floor_its_reads():
+    """An op's reads go through the device-memory ports its cores reach: up to ``hbm_cores_per_port`` cores
+    read through one port (8 and 16 cores no faster than one port), 32 cores through two (twice the rate);
+    the floor binds on a read-heavy op, never on its write; 0 disables it (the shipped default)."""
+    from dataclasses import replace
+
+    import spyreopt as so
+    from spyreopt.model.problem import Problem
+
+    ported = replace(C, hbm_port_ns_per_byte=0.02, hbm_cores_per_port=16.0)
+    assert cm.port_floor_ns(ported, 1000, 8) == pytest.approx(20.0)
+    assert cm.port_floor_ns(ported, 1000, 16) == pytest.approx(20.0)
+    assert cm.port_floor_ns(ported, 1000, 32) == pytest.approx(10.0)
+    assert cm.port_floor_ns(C, 1000, 8) == 0.0
+    g = so.Graph("r")
+    g.output(g.reduce("sum", g.input("x", (2048, 1024)), -1, name="s"))
+    nbytes = 2048 * 1024 * 2
+    for cores, ports in ((8, 1), (16, 1), (32, 2)):
+        p = Problem(g, so.HardwareSpec(), ported, fixed={"s": ((cores, 1), 1, "hbm")})
+        assert p.unary_parts(0, 0).mem * 1e-3 >= nbytes / (ports * 50.0) - 0.002
+        off = Problem(g, so.HardwareSpec(), C, fixed={"s": ((cores, 1), 1, "hbm")})
+        assert off.unary_parts(0, 0).mem < p.unary_parts(0, 0).mem  # the default's own rate is faster

@@ -68,6 +68,17 @@ def core_floor_ns(c: Coefficients, read_bytes, write_bytes, cores):
     return share * c.hbm_core_ns_per_byte
 
 
+def port_floor_ns(c: Coefficients, read_bytes, cores):
+    """The least time of an op's own device-memory reads through the ports its cores reach: a port serves
+    ``hbm_cores_per_port`` cores at ``1 / hbm_port_ns_per_byte``, so up to that many cores read no faster than
+    one port, and more cores spread over ``cores / hbm_cores_per_port`` ports (0: no floor)."""
+    nbytes = np.asarray(read_bytes, dtype=np.float64)
+    if c.hbm_cores_per_port <= 0:
+        return nbytes * 0.0
+    ports = np.maximum(1.0, np.asarray(cores, dtype=np.float64) / c.hbm_cores_per_port)
+    return nbytes * c.hbm_port_ns_per_byte / ports
+
+
 def mixed_ns(c: Coefficients, read_bytes, write_bytes, fraction=1.0):
     """Read/write turnaround: paid on the smaller direction while both stream at once (``fraction`` of the op)."""
     return c.hbm_mixed_ns_per_byte * fraction * np.minimum(read_bytes, write_bytes)

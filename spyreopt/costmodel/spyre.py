@@ -48,6 +48,7 @@ from spyreopt.costmodel import loops
 from spyreopt.costmodel.analytic import (
     PS_PER_NS,
     core_floor_ns,
+    port_floor_ns,
     mixed_ns,
     overlap,
     overlap_fraction,
@@ -133,6 +134,7 @@ def own_parts(c: Coefficients, q: OwnQuantities) -> OwnParts:
     mem = to_ps(read_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams, q.leaf_shared))
     mem = mem + np.where(q.split | q.alone, 0, write_t)
     mem = np.maximum(mem, to_ps(core_floor_ns(c, q.leaf_bytes, write, q.cores)))  # each core's own DMA
+    mem = np.maximum(mem, to_ps(port_floor_ns(c, q.leaf_bytes, q.cores)))  # the ports its cores read through
     frac = overlap_fraction(c, q.stream_bytes)
     # the turnaround on min(reads, write); the "r" twin charges it on the reads, the "w" twin on the write
     r_side = np.where(q.branch == 2, overlapped_write, q.leaf_bytes)
@@ -248,8 +250,9 @@ def op_ns(
     np.add.at(leaf_t, read_op[first], each[first])  # an op's first read is its leaf reads (``fit._op_terms``)
     write_t = transfer_ns(c, v["w_bytes"], v["w_req"], v["w_streams"])
     mem = read_t + write_t + mixed_ns(c, v["r_bytes"], v["w_bytes"], frac)
-    if "core_bytes" in v:  # the per-core floor of its own reads and write, as ``own_parts`` (edge reads on top)
-        mem = mem + np.maximum(v["core_bytes"] * c.hbm_core_ns_per_byte - leaf_t - write_t, 0.0)
+    if "core_bytes" in v:  # the per-core and port floors of its own traffic, as ``own_parts`` (edge reads on top)
+        floor = np.maximum(v["core_bytes"] * c.hbm_core_ns_per_byte, port_floor_ns(c, v["leaf_bytes"], v["cores"]))
+        mem = mem + np.maximum(floor - leaf_t - write_t, 0.0)
     split_write = transfer_ns(c, v["sw_bytes"], v["sw_req"], v["sw_streams"])
     count = v["rs_count"]
     restick = np.where(count > 0, restick_ns(c, v["rs_bytes"], v["rs_req"]) + (count - 1) * c.restick_latency_ns, 0.0)

@@ -48,10 +48,10 @@ from spyreopt.costmodel import loops
 from spyreopt.costmodel.analytic import (
     PS_PER_NS,
     core_floor_ns,
-    port_floor_ns,
     mixed_ns,
     overlap,
     overlap_fraction,
+    port_floor_ns,
     psum_ns,
     read_ns,
     relayout_ns,

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import spyreopt as so
-from spyreopt.models import preset
+from spyreopt.presets import get as preset
 from spyreopt import workloads
 from spyreopt.errors import SpyreoptError
 from spyreopt.formats.iopddl import load_iopddl

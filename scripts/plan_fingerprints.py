@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import spyreopt as so
-from spyreopt.models import preset
 from spyreopt import workloads
 from spyreopt.errors import SpyreoptError
 from spyreopt.formats.iopddl import load_iopddl
+from spyreopt.presets import get as preset
 from spyreopt.solvers.registry import solve_formulation
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,7 +36,7 @@ _EXPORTS = {
     "solve_many": "spyreopt.batch",
     "PlanCache": "spyreopt.cache.store",
 }
-_SUBMODULES = ("models", "workloads")
+_SUBMODULES = ("presets", "workloads")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 __version__ = "0.1.0"

@@ -125,7 +125,7 @@ def test_no_module_over_600_lines():
 LAYERS = {
     "errors": 0, "limits": 0,
     "costmodel": 1,
-    "model": 2, "workloads": 2, "models": 2, "formats": 2,
+    "model": 2, "workloads": 2, "presets": 2, "formats": 2,
     "hw": 3,
     "solvers": 4, "contest": 4,
     "direct": 5, "fixed": 5, "calibrate": 5, "api": 5, "cache": 5, "batch": 5, "auto": 5,

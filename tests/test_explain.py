@@ -111,7 +111,7 @@ def test_a_forbidden_capability_is_named_and_the_best_alternative_respects_it():
 
 def test_a_whole_model_plan_is_explained_op_by_op():
     """A four-layer decoder planned one layer at a time and stitched: every op and edge gets its reason."""
-    from spyreopt.models import preset
+    from spyreopt.presets import get as preset
 
     plan = so.solve(preset("tiny", layers=4), backend="greedy", decompose="layers")
     ex = plan.explain()

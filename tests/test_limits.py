@@ -85,7 +85,7 @@ def test_a_stitched_plan_that_cannot_be_repaired_is_replanned_not_refused(backen
 
     monkeypatch.setattr(repeated, "stitch", refuse)
     monkeypatch.setattr("spyreopt.auto.stitch", refuse)
-    graph = so.models.preset("tiny", seq=16)
+    graph = so.presets.get("tiny", seq=16)
     plan = so.solve(graph, backend=backend, decompose="layers" if backend != "auto" else None, time_limit=5.0)
     plan.validate()
     assert plan.stats["limits"]["fallback"] == "greedy (whole graph)" and "re-planned" in plan.message

@@ -16,7 +16,7 @@ from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model import memo
 from spyreopt.model.plan_check import fixed_problem, offer
 from spyreopt.model.problem import Problem
-from spyreopt.models import preset
+from spyreopt.presets import get as preset
 from spyreopt.solvers import greedy
 from spyreopt.solvers.registry import solve_formulation
 

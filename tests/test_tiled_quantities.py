@@ -141,7 +141,7 @@ def test_a_loop_stages_only_operands_whose_stick_it_knows():
     from spyreopt.errors import PlanError
     from spyreopt.model.tiling import checked_tiled_layout, invariant_operands
 
-    g = so.models.preset("llama-3-8b", phase="prefill", seq=4096, layers=1)
+    g = so.presets.get("llama-3-8b", phase="prefill", seq=4096, layers=1)
     p = Problem(g)
     staged_seen = 0
     for oc in p.cands:

@@ -376,7 +376,7 @@ def _tile_counts(g: so.Graph) -> tuple[int, ...]:
 def test_tile_counts_reach_a_tensor_no_power_of_two_in_range_divides():
     """Scores of 8 x 4 heads over 1,000 tokens: 1,000 is 8 x 125, so no count from 16 up tiles them; divisors of
     1,000 near the need are searched instead. Where a power of two divides, only powers of two are."""
-    from spyreopt.models import decoder
+    from spyreopt.presets import decoder
 
     assert _tile_counts(so.workloads.get("long_attention")) == (8, 16, 32)  # 1,536 = 3 x 512 rows
     layer = decoder(1, 2048, 32, 8, 8192, 1000, name="layer")

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from spyreopt.api import solve
 from spyreopt.model import memo
-from spyreopt.models.presets import preset
+from spyreopt.presets.catalog import get as preset
 
 # (preset, phase, seq): the whole-model cases at the default limit
 CASES = (("llama-3-8b", "prefill", 2048), ("llama-3-8b", "prefill", 4096), ("llama-3-8b", "decode", 1))

@@ -23,7 +23,7 @@ MODEL_PREFIX = "model:"
 def load_graph(target: str, args: argparse.Namespace | None = None) -> Graph:
     """A built-in workload name, a path to a graph JSON file, or ``model:PRESET`` (shaped by --seq etc.)."""
     if target.startswith(MODEL_PREFIX):
-        from spyreopt.models import preset
+        from spyreopt.presets import get as preset
 
         seq, phase, context, layers = (getattr(args, k, None) for k in ("seq", "phase", "context", "layers"))
         return preset(target[len(MODEL_PREFIX) :], phase=phase or "prefill", seq=seq, context=context, layers=layers)
@@ -67,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _workloads(args: argparse.Namespace) -> int:
-    from spyreopt.models import PRESETS
+    from spyreopt.presets import PRESETS
 
     scale = {name: "model scale, tiled loops" for name in workloads.TILED}
     for name in [*workloads.names(), *workloads.EXTRA]:

@@ -12,7 +12,9 @@ import pytest
 import spyreopt as so
 from spyreopt.cli import main
 from spyreopt.hw.sim_numpy import random_inputs
-from spyreopt.models import decoder, preset, presets
+from spyreopt.presets import decoder
+from spyreopt.presets import get as preset
+from spyreopt.presets import names as presets
 
 SMALL = {"hidden": 32, "heads": 4, "kv_heads": 2, "intermediate": 64}  # head_dim 8, 2 query heads per kv head
 

@@ -238,7 +238,7 @@ def plan_overview(plan: Plan) -> Figure:
 
 
 def _capacity(plan: Plan) -> int:
-    from spyreopt.hw.spec import HardwareSpec
+    from spyreopt.model.hardware import HardwareSpec
 
     return HardwareSpec.from_dict(plan.hardware).planner_lx_bytes
 

@@ -1,4 +1,4 @@
-"""Plan from JSON: every field type-checked, errors naming the field."""
+"""A plan's fields from JSON (``Plan.from_dict``): every field type-checked, errors naming the field."""
 
 from __future__ import annotations
 
@@ -7,8 +7,17 @@ from dataclasses import fields
 from typing import Any, get_args, get_origin, get_type_hints
 
 from spyreopt.errors import FormatError
-from spyreopt.model.graph_json import check_version
-from spyreopt.model.plan import EDGE_MODES, PLAN_VERSION, STATUSES, EdgePlan, LoopPlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.graph import check_version
+from spyreopt.model.plan_data import (
+    EDGE_MODES,
+    PLAN_VERSION,
+    STATUSES,
+    EdgePlan,
+    LoopPlan,
+    OpPlan,
+    PlanData,
+    TensorPlan,
+)
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 
@@ -81,11 +90,12 @@ def _list(data: dict, key: str) -> list:
     return value
 
 
-def plan_from_dict(data: Any) -> Plan:
+def plan_fields(data: Any) -> dict[str, Any]:
+    """The keyword arguments of a ``PlanData`` (or ``Plan``) a JSON document describes."""
     check_version(data, PLAN_VERSION, "plan JSON")
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k != "version"}
-    top = _record(Plan, data, "plan", skip=("ops", "tensors", "edges", "loops"))
+    top = _record(PlanData, data, "plan", skip=("ops", "tensors", "edges", "loops"))
     ops = []
     for i, o in enumerate(_list(data, "ops")):
         rec = _record(OpPlan, o, f"plan.ops[{i}]")
@@ -119,7 +129,7 @@ def plan_from_dict(data: Any) -> Plan:
     for i, o in enumerate(ops):
         if o.loop is not None and not 0 <= o.loop < len(loops):
             raise FormatError(f"plan.ops[{i}].loop: {o.loop} is not an index into plan.loops ({len(loops)} loops)")
-    return Plan(ops=ops, tensors=tensors, edges=edges, loops=loops, **top)
+    return dict(ops=ops, tensors=tensors, edges=edges, loops=loops, **top)
 
 
 def _loops(data: Any) -> list[LoopPlan]:

@@ -302,7 +302,7 @@ def decoded(problem, assignment, offsets) -> tuple[list, list]:
     """The plan records of an assignment's staging: a TensorPlan per kept input (``producer`` is its loader,
     residency ``lx``, the kept buffer's address, bytes per core and lifetime) and an EdgePlan per read of the
     kept slices (mode ``inplace`` or ``relayout`` with its copy, producer the loader)."""
-    from spyreopt.model.plan import EdgePlan, TensorPlan
+    from spyreopt.model.plan_data import EdgePlan, TensorPlan
 
     tensors, edges = [], []
     index = stage_edge_index(problem)

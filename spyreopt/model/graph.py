@@ -250,7 +250,7 @@ class Graph:
     def compute_ops(self) -> list[Op]:
         """The ops that run, in schedule order: every op but the views, which move no data (a view's consumer
         reads its input with the stick dim moved; the planner decides nothing for it)."""
-        return self.compute_ops()
+        return [o for o in self.ops.values() if o.kind != "view"]
 
     def to_networkx(self) -> nx.DiGraph:
         """The op graph: a node per op (attribute ``kind``), an edge per producer -> consumer (``tensor``)."""

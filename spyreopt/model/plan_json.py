@@ -90,39 +90,39 @@ def _list(data: dict, key: str) -> list:
     return value
 
 
+def _records(data: dict, key: str, cls: type, choices: dict[str, tuple], non_negative: tuple[str, ...]) -> list[dict]:
+    """``plan.<key>``: each record type-checked, each ``choices`` field one of its values, each ``non_negative``
+    field (when set) at least 0."""
+    out = []
+    for i, x in enumerate(_list(data, key)):
+        where = f"plan.{key}[{i}]"
+        rec = _record(cls, x, where)
+        for name, allowed in choices.items():
+            if rec[name] not in allowed:
+                raise FormatError(f"{where}.{name}: {rec[name]!r} not one of {allowed}")
+        for name in non_negative:
+            if rec[name] is not None and rec[name] < 0:
+                raise FormatError(f"{where}.{name}: negative ({rec[name]})")
+        out.append(rec)
+    return out
+
+
 def plan_fields(data: Any) -> dict[str, Any]:
     """The keyword arguments of a ``PlanData`` (or ``Plan``) a JSON document describes."""
     check_version(data, PLAN_VERSION, "plan JSON")
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k != "version"}
     top = _record(PlanData, data, "plan", skip=("ops", "tensors", "edges", "loops"))
-    ops = []
-    for i, o in enumerate(_list(data, "ops")):
-        rec = _record(OpPlan, o, f"plan.ops[{i}]")
-        for d, f in rec["division"].items():
+    ops = [OpPlan(**rec) for rec in _records(data, "ops", OpPlan, {"residency": RESIDENCIES}, ("inplace_over",))]
+    for i, o in enumerate(ops):
+        for d, f in o.division.items():
             if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
                 raise FormatError(f"plan.ops[{i}].division.{d}: expected a positive integer, got {f!r}")
-        if rec["residency"] not in RESIDENCIES:
-            raise FormatError(f"plan.ops[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
-        if rec["inplace_over"] is not None and rec["inplace_over"] < 0:
-            raise FormatError(f"plan.ops[{i}].inplace_over: negative operand index ({rec['inplace_over']})")
-        ops.append(OpPlan(**rec))
-    tensors = []
-    for i, t in enumerate(_list(data, "tensors")):
-        rec = _record(TensorPlan, t, f"plan.tensors[{i}]")
-        if rec["residency"] not in RESIDENCIES:
-            raise FormatError(f"plan.tensors[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
-        if rec["bytes_per_core"] < 0:
-            raise FormatError(f"plan.tensors[{i}].bytes_per_core: negative ({rec['bytes_per_core']})")
-        tensors.append(TensorPlan(**rec))
-    edges = []
-    for i, e in enumerate(_list(data, "edges")):
-        rec = _record(EdgePlan, e, f"plan.edges[{i}]")
-        if rec["mode"] not in EDGE_MODES:
-            raise FormatError(f"plan.edges[{i}].mode: {rec['mode']!r} not one of {EDGE_MODES}")
-        if rec["copy_bytes_per_core"] < 0:
-            raise FormatError(f"plan.edges[{i}].copy_bytes_per_core: negative ({rec['copy_bytes_per_core']})")
-        edges.append(EdgePlan(**rec))
+    records = _records(data, "tensors", TensorPlan, {"residency": RESIDENCIES}, ("bytes_per_core",))
+    tensors = [TensorPlan(**rec) for rec in records]
+    edges = [
+        EdgePlan(**rec) for rec in _records(data, "edges", EdgePlan, {"mode": EDGE_MODES}, ("copy_bytes_per_core",))
+    ]
     if top["status"] not in STATUSES:
         raise FormatError(f"plan.status: {top['status']!r} not one of {STATUSES}")
     loops = _loops(data.get("loops", []))

@@ -23,6 +23,7 @@ from spyreopt.model.graph_parts import (
     Tensor,
     broadcast_shapes,
 )
+from spyreopt.model.json_form import check_version, parse_json
 
 GRAPH_VERSION = 1  # of the JSON form; readers accept it and files without a version (written before it existed)
 
@@ -338,11 +339,7 @@ class Graph:
     @classmethod
     def from_json(cls, text: str) -> Graph:
         """``from_dict`` of a JSON text (FormatError when it is not JSON)."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"graph JSON: not valid JSON ({exc})") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, "graph JSON"))
 
 
 def _field(obj: Any, key: str, kind: type | tuple, where: str) -> Any:
@@ -364,15 +361,6 @@ def _shape(obj: dict, where: str) -> tuple[int, ...]:
     if any(d <= 0 for d in shape):
         raise FormatError(f"{where}.shape: zero or negative size in {shape}")
     return tuple(shape)
-
-
-def check_version(data: Any, supported: int, what: str) -> None:
-    """A ``version`` this spyreopt reads: ``supported``, or none (files written before versions existed)."""
-    if isinstance(data, dict) and "version" in data and data["version"] != supported:
-        raise FormatError(
-            f"{what}: version {data['version']!r} is not supported; this spyreopt reads version {supported} "
-            f"(and files without a version)"
-        )
 
 
 def graph_from_dict(data: Any) -> Graph:

@@ -6,10 +6,9 @@ The conveniences reach the modules that read a plan (the judges in ``model.check
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from spyreopt.errors import FormatError
+from spyreopt.model.json_form import parse_json
 from spyreopt.model.plan_data import PlanData
 from spyreopt.model.plan_json import plan_fields
 from spyreopt.model.plan_table import plan_table
@@ -29,11 +28,8 @@ class Plan(PlanData):
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"plan JSON: not valid JSON ({exc})") from exc
-        return cls.from_dict(data)
+        """``from_dict`` of a JSON text (FormatError when it is not JSON)."""
+        return cls.from_dict(parse_json(text, "plan JSON"))
 
     def table(self, summary: bool = True, labels: dict[str, str] | None = None) -> str:
         """A readable per-op table with a legend and the edges not in place; the total line with ``summary``;

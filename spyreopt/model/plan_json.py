@@ -7,7 +7,7 @@ from dataclasses import fields
 from typing import Any, get_args, get_origin, get_type_hints
 
 from spyreopt.errors import FormatError
-from spyreopt.model.graph import check_version
+from spyreopt.model.json_form import check_version
 from spyreopt.model.plan_data import (
     EDGE_MODES,
     PLAN_VERSION,

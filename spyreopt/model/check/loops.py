@@ -34,12 +34,10 @@ the data, and the rules of a loop over ``T`` tiles are checked:
 
 from __future__ import annotations
 
-from weakref import WeakKeyDictionary
-
 import numpy as np
 
 from spyreopt.errors import FormatError, GraphError, PlanError
-from spyreopt.model.check.loop_dims import Loop, base_tensor, project, to_base
+from spyreopt.model.check.loop_dims import Loop, base_tensor, project, readers_of, to_base
 from spyreopt.model.graph import Graph
 from spyreopt.model.graph_parts import Op
 from spyreopt.model.hardware import HardwareSpec
@@ -91,23 +89,14 @@ def check_loops(plan: PlanData) -> None:
         want = member.get(o.name)
         if o.loop != want:
             raise PlanError(f"op {o.name!r}: plan says loop {o.loop}, but the loops place it in {want}")
+    readers = readers_of(g)
     for i in range(len(loops)):
-        _check_loop(Loop(plan, g, hw, i), plan)
+        _check_loop(Loop(plan, g, hw, i, readers), plan)
 
 
-_READERS: WeakKeyDictionary = WeakKeyDictionary()  # per graph built by check_loops (never changed after)
-
-
-def _consumers(g: Graph, tensor: str) -> list[tuple[Op, int]]:
-    """Compute ops reading ``tensor`` (through views), with the operand index; indexed once per graph (a scan
-    per call took 7 of the 16 s of validating llama-3-8b's stitched plan, 64 loops)."""
-    if g not in _READERS:
-        index: dict[str, list[tuple[Op, int]]] = {}
-        for op in g.ops.values():
-            for j, x in enumerate(op.inputs if op.kind != "view" else ()):
-                index.setdefault(base_tensor(g, x)[0], []).append((op, j))
-        _READERS[g] = index
-    return list(_READERS[g].get(tensor, ()))
+def _consumers(L: Loop, tensor: str) -> list[tuple[Op, int]]:
+    """Compute ops reading ``tensor`` (through views), with the operand index (``Loop.readers``)."""
+    return list(L.readers.get(tensor, ()))
 
 
 def _check_loop(L: Loop, plan: PlanData) -> None:
@@ -121,7 +110,7 @@ def _check_loop(L: Loop, plan: PlanData) -> None:
                 raise L.error(
                     f"op {n!r} reduces over its tiled dim {spec.op_dims[n]!r} but the loop does not accumulate"
                 )
-            inner = [c.name for c, _ in _consumers(g, op.output) if c.name in inside]
+            inner = [c.name for c, _ in _consumers(L, op.output) if c.name in inside]
             if inner:
                 raise L.error(
                     f"op {n!r} accumulates over the tiles; its result is complete only after the last tile, "
@@ -143,7 +132,7 @@ def _check_loop(L: Loop, plan: PlanData) -> None:
                     f"edge {prod_!r} -> {n!r} enters the loop from device memory, but op {prod_!r} keeps "
                     f"{base!r} in scratchpad only (residency {L.decisions[prod_].residency!r})"
                 )
-        for c, j in _consumers(g, op.output):
+        for c, j in _consumers(L, op.output):
             e = L.edges.get((c.name, j))
             if c.name not in inside and (e is None or e.mode not in DEVICE_EDGE_MODES):
                 mode = None if e is None else e.mode
@@ -151,7 +140,7 @@ def _check_loop(L: Loop, plan: PlanData) -> None:
                     f"edge {n!r} -> {c.name!r} leaves the loop with mode {mode!r}; "
                     f"the loop writes its outputs to device memory"
                 )
-        leaves = op.output in g.outputs or any(c.name not in inside for c, _ in _consumers(g, op.output))
+        leaves = op.output in g.outputs or any(c.name not in inside for c, _ in _consumers(L, op.output))
         if leaves and "hbm" not in L.decisions[n].residency:
             raise L.error(
                 f"op {n!r}: its output leaves the loop but its residency is {L.decisions[n].residency!r}, "
@@ -262,7 +251,7 @@ def _check_staged(L: Loop) -> None:
             raise L.error(f"staged tensor {s!r} is not in the graph")
         if L.g.tensors[s].producer in inside:
             raise L.error(f"staged tensor {s!r} is produced inside the loop")
-        readers = [(c.name, j) for c, j in _consumers(L.g, s) if c.name in inside]
+        readers = [(c.name, j) for c, j in _consumers(L, s) if c.name in inside]
         if not readers:
             raise L.error(f"staged tensor {s!r} is read by no op of the loop")
         tiled = [n for n, j in readers if _reads_tiled_dim(L, n, j)]
@@ -309,7 +298,7 @@ def _usage(L: Loop) -> tuple[list[int], dict[str, list[int]]]:
             for c, b in owners.items():
                 whole[c] += b
             continue
-        readers = [c.name for c, _ in _consumers(g, out) if c.name in inside]
+        readers = [c.name for c, _ in _consumers(L, out) if c.name in inside]
         if not readers:
             continue
         last = max(L.names.index(r) for r in readers)
@@ -325,13 +314,13 @@ def _usage(L: Loop) -> tuple[list[int], dict[str, list[int]]]:
                     at[n][c] += _padded(L, base, b, _need_stick(L, n, j))
     for s in L.spec.staged:
         boxes: dict[int, Box] = {}
-        for op, j in _consumers(g, s):
+        for op, j in _consumers(L, s):
             if op.name in inside:
                 for c, b in enumerate(_read_boxes(L, op.name, j)):
                     old = boxes.get(c, b)
                     boxes[c] = tuple((min(x0, y0), max(x1, y1)) for (x0, x1), (y0, y1) in zip(old, b))
-        reader = next(op.name for op, j in _consumers(g, s) if op.name in inside)
-        jj = next(j for op, j in _consumers(g, s) if op.name == reader)
+        reader = next(op.name for op, j in _consumers(L, s) if op.name in inside)
+        jj = next(j for op, j in _consumers(L, s) if op.name == reader)
         for c, b in boxes.items():
             whole[c] += _padded(L, s, b, _need_stick(L, reader, jj))
     return whole, at

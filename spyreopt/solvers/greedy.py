@@ -34,14 +34,13 @@ import numpy as np
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.rates import WINDOW_UNITS_PER_SECOND
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.local import INF, LocalView
 from spyreopt.solvers.window_moves import WIDTH, WindowSearch
 
 ACCEPTS = frozenset({"window_work", "window"})  # options besides time_limit and seed (``registry.check_options``)
 WINDOW_SHARE = 0.8  # window moves get this share of the time limit, leaving the rest to placement
-WINDOW_UNITS_PER_SECOND = 60_000_000  # nominal rate of window work (``window_moves``): a fraction of this machine's
-# (100 to 170 million units a second, measured under load), so the budget runs out well before the clock does
 
 
 class FastView(LocalView):

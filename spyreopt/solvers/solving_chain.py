@@ -34,13 +34,13 @@ from collections.abc import Callable
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution, hint_start
+from spyreopt.rates import ANNEAL_CANDIDATES_PER_SECOND
 from spyreopt.solvers.presolve import Reduction, reduce_formulation
 
 GREEDY_SHARE = 0.1
 ANNEAL_SHARE = 0.1
 LP_SHARE = 0.3
 REDUCTION_SHARE = 0.2  # the reductions stop at this share past the steps before them (never reserved)
-ANNEAL_CANDIDATES_PER_SECOND = 2000  # anneal's set-up grows with the candidates: beyond this rate it is skipped
 EXACT = ("cpsat", "milp")  # backends that prove: a better incumbent and the LP pay off in their proofs
 
 

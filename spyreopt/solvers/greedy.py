@@ -248,6 +248,11 @@ def _touched(moved: list[int], dependents: list[list[int]], n: int) -> np.ndarra
     return out
 
 
+def work_for(seconds: float, share: float = 1.0) -> int:
+    """The window work that ``share`` of a ``seconds`` limit buys at the nominal rate (``spyreopt.rates``)."""
+    return int(share * WINDOW_SHARE * seconds * WINDOW_UNITS_PER_SECOND)
+
+
 def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options) -> Solution:
     unknown = sorted(set(options) - ACCEPTS)
     if unknown:
@@ -262,7 +267,7 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
     clock = not descend(view, a, prof, deadline, dependents, np.ones(len(a), dtype=bool))
     budget = options.get("window_work")
     if budget is None:
-        budget = int(WINDOW_SHARE * time_limit * WINDOW_UNITS_PER_SECOND)
+        budget = work_for(time_limit)
     windows = WindowSearch(view, width=options.get("window", WIDTH), budget=budget)
     active = np.ones(len(a), dtype=bool)
     stop = start + WINDOW_SHARE * time_limit  # the safety net; the rest of the time is placement's

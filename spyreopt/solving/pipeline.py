@@ -26,10 +26,9 @@ from spyreopt.model.graph import Graph
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_check import offer
 from spyreopt.model.problem import Problem
-from spyreopt.rates import FINISH_SECONDS, FINISH_SECONDS_PER_OP, WINDOW_UNITS_PER_SECOND
-from spyreopt.solvers import registry
-from spyreopt.solvers.greedy import WINDOW_SHARE
-from spyreopt.solvers.solving_chain import GREEDY_SHARE
+from spyreopt.rates import FINISH_SECONDS, FINISH_SECONDS_PER_OP
+from spyreopt.solvers import greedy, registry
+from spyreopt.solvers.solving_chain import CHAIN_GREEDY_SHARE
 
 START_SHARE = 0.4  # of the planned search budget: greedy's start, before the backend asked for
 MIN_BACKEND_SECONDS = 0.05  # a search backend left less than this after greedy's start is not run (fallback)
@@ -176,7 +175,7 @@ def greedy_work(planned: float) -> int:
     """The window work greedy gets at a limit of ``planned`` seconds (its search after the chain's incumbent),
     passed explicitly so that a clock shorter than the plan changes no decision unless it stops greedy (which
     greedy then says: ``wall_limit_hit``)."""
-    return int((1 - GREEDY_SHARE) * WINDOW_SHARE * planned * WINDOW_UNITS_PER_SECOND)
+    return greedy.work_for(planned, share=1 - CHAIN_GREEDY_SHARE)
 
 
 def clock_cut(sol: Solution) -> bool:

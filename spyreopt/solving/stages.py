@@ -27,10 +27,9 @@ from spyreopt.rates import (
 from spyreopt.solvers import registry
 from spyreopt.solvers.anneal.search import work_for as anneal_work
 from spyreopt.solving import pipeline
+from spyreopt.solving.pipeline import START_SHARE  # greedy's start, as for one backend: never worse than greedy
 
 EXACT_OPS = 24  # at or below this many compute ops CP-SAT gets the first stage (it proves the Spyre kernels)
-START_SHARE = 0.4  # of a problem's stage budget: what greedy's start is planned to take (it runs exactly as
-# ``backend="greedy"`` at the same limit, so auto is never worse than greedy), the rest the search stages'
 STAGES = 3  # progress steps per problem: start plan, first search, second search
 EXACT_CPSAT_SHARE = 0.5  # of a small problem's search budget: CP-SAT's (the rest: anneal)
 ANNEAL_TRWS_SHARE = 0.7  # of a large problem's search budget: anneal's and the engine's (the rest: CP-SAT's LNS)

@@ -35,6 +35,12 @@ LOOK_SECONDS = 8e-5  # one look at a unit: candidate vector and memory change (`
 ANNEAL_CANDIDATES_PER_SECOND = 2000  # anneal's set-up grows with the candidates: beyond this many per second of
 # the chain's limit, the chain skips its anneal step (``solvers.solving_chain``)
 
+# --- MILP (``solvers.milp``) and the IOPDDL command (``cli.iopddl``) ---
+READ_SECONDS_PER_VARIABLE = 1e-5  # kept back for PuLP to read the solution into its variables: 0.4 to 0.9 s
+# measured for 85k variables
+GREEDY_SECONDS_PER_ENTRY = 4e-6  # loading an instance into a Formulation and greedy's set-up, per cost entry:
+# 0.7 s for the 246,314 entries of B under load (``spyreopt iopddl B --backend greedy``)
+
 # --- CP-SAT (``solvers.cpsat``), one worker ---
 DTIME_PER_SECOND = 0.16  # deterministic time per wall second: about 0.19 measured on IOPDDL and in LNS windows
 # (``cpsat_dtime_per_s``)

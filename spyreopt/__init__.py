@@ -32,7 +32,7 @@ _EXPORTS = {
     "check_execution": "spyreopt.hw.execute",
     "execute": "spyreopt.hw.execute",
     "reference": "spyreopt.hw.execute",
-    "solve": "spyreopt.api",
+    "solve": "spyreopt.solving.entry",
     "solve_many": "spyreopt.batch",
     "PlanCache": "spyreopt.cache.store",
 }

@@ -81,7 +81,7 @@ def test_an_m_split_reads_the_weight_once_from_device_memory():
     """An m split of 32 replicates the weight's reads on every core: device memory serves it once, so the
     model's bytes and the simulator's bytes are the distinct bytes, and each core's delivery rate binds."""
     import spyreopt as so
-    from spyreopt.fixed import plan_for
+    from spyreopt.solving.fixed import plan_for
 
     weight, x = 4096 * 4096 * 2, 32 * 4096 * 2
     times = []

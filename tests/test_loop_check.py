@@ -11,8 +11,8 @@ import pytest
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.fixed import plan_for
 from spyreopt.model.check.loops import check_loops
+from spyreopt.solving.fixed import plan_for
 from spyreopt.testing.loops import with_loop
 
 

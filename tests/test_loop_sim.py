@@ -13,10 +13,10 @@ from test_loop_check import matmul_loop, mutate, sdpa_loop, softmax_loop
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.fixed import plan_for
 from spyreopt.hw.execute import check_execution, execute, reference
 from spyreopt.hw.simulator import simulate
 from spyreopt.model.check.loops import check_loops
+from spyreopt.solving.fixed import plan_for
 from spyreopt.testing.loops import with_loop
 
 

@@ -9,8 +9,6 @@ import pytest
 
 import spyreopt as so
 from spyreopt.bench import phases
-from spyreopt.cache.repeated import restricted_problem
-from spyreopt.cache.segments import split
 from spyreopt.costmodel.coefficients import default
 from spyreopt.model import memo
 from spyreopt.model.check.plans import fixed_problem
@@ -19,6 +17,8 @@ from spyreopt.model.problem import Problem
 from spyreopt.presets import get as preset
 from spyreopt.solvers import greedy
 from spyreopt.solvers.registry import solve_formulation
+from spyreopt.solving.layers import restricted_problem
+from spyreopt.solving.segments import split
 
 HW, COEF = HardwareSpec(), default()
 

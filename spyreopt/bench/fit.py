@@ -33,9 +33,9 @@ from spyreopt.calibrate.fit import evaluate, fit, format_table
 from spyreopt.calibrate.sampling import random_configs, simulate_samples
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.ranking import rank_agreement, total
-from spyreopt.fixed import plan_for
 from spyreopt.model.division import label
 from spyreopt.model.problem import Problem
+from spyreopt.solving.fixed import plan_for
 
 BACKENDS = ("greedy", "cpsat", "milp", "anneal", "independent", "hbm")
 

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 
 from tqdm import tqdm
 
-from spyreopt.api import solve
 from spyreopt.bench.report import Row
 from spyreopt.errors import SpyreoptError
 from spyreopt.presets.catalog import get as preset
+from spyreopt.solving.entry import solve
 
 # (preset, phase, seq, context): the whole-model cases
 CASES = (("llama-3-8b", "prefill", 2048, None), ("llama-3-8b", "decode", 1, 4096))

@@ -248,8 +248,8 @@ def random_configs(
 # ---- measuring on the simulator ---------------------------------------------------
 def measure(config: Config, hw: HardwareSpec | None = None) -> float:
     """The simulator's time of the configuration's target, in microseconds."""
-    from spyreopt.fixed import plan_for
     from spyreopt.hw.simulator import simulate
+    from spyreopt.solving.fixed import plan_for
 
     plan = plan_for(config.graph(), config.decision_map(), hw, reference_coefficients())
     result = simulate(plan)

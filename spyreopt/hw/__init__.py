@@ -4,5 +4,5 @@ the cost model and the simulator all read it, so it sits in the model's layer, b
 
 This package's ``__init__`` imports nothing: the simulator and numerics load only where they are used
 (``spyreopt.simulate``, ``spyreopt.execute``). Plans of chosen decisions for measuring one op (``plan_for``,
-``simulate_op``) are in ``spyreopt.fixed``: they place addresses with a solver, which sits above the machine.
+``simulate_op``) are in ``spyreopt.solving.fixed``: they place addresses with a solver, which sits above the machine.
 """

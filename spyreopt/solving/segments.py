@@ -1,4 +1,4 @@
-"""Split a schedule into repeated segments at cut points (one tensor crosses), for ``solve_repeated``.
+"""Split a schedule into repeated segments at cut points (one tensor crosses), for ``solving.layers``.
 
 A *cut* is a position in the schedule (between two compute ops) that at most
 one activation crosses: produced before it, read after it (graph inputs and
@@ -54,7 +54,7 @@ class Segment:
         """The restriction in canonical names and the staging rule, for the segment's cache key."""
         names = canonical_graph(self.graph).tensor_names
         restrict = {names[t]: [list(r), s] for t, (r, s) in sorted(self.restrict.items())}
-        return {"restrict": restrict, "staging": False}  # ``repeated.restricted_problem`` stages no input
+        return {"restrict": restrict, "staging": False}  # ``layers.restricted_problem`` stages no input
 
 
 class Schedule:

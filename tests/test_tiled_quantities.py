@@ -9,7 +9,7 @@ from collections import Counter
 from functools import cache
 
 import spyreopt as so
-from spyreopt.model.candidates import analyse_edge
+from spyreopt.model.edge_analysis import analyse_edge
 from spyreopt.model.layout import box_padded_bytes
 from spyreopt.model.plan_check import fixed_problem
 from spyreopt.model.problem import Problem

@@ -49,8 +49,8 @@ from spyreopt.model.tiling import (
     parse_tiling,
     staged_tensors_of,
     tiled_layouts,
-    tiling_plan,
 )
+from spyreopt.model.tiling_scope import tiling_plan
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 FORBIDDEN = None

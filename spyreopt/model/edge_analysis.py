@@ -8,6 +8,7 @@ Split from ``model.candidates`` (the layouts of one op): these are rules about a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -64,20 +65,21 @@ def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> t
 
     Vectorised over (consumer core, owner slice): per dim, the overlap of each consumer box with each
     owner range (padded to sticks on the stick dim); their outer product is every fragment's bytes.
+    A pure function of the slices' content, so pairs of layouts that slice alike (the same divisions on
+    another op, another edge) share one computation (``_ring``).
     """
-    n, sb, eb, stick = hw.cores, hw.stick_bytes, tensor.elem_bytes, prod_lay.stick
-    rank = len(tensor.shape)
-    ranges = [sorted({box[d] for box in prod_lay.owner_boxes.values()}) for d in range(rank)]
-    where = [{r: x for x, r in enumerate(rs)} for rs in ranges]
-    owner = np.full([len(rs) for rs in ranges], -1, dtype=np.int64)
-    for c, box in prod_lay.owner_boxes.items():
-        owner[tuple(where[d][box[d]] for d in range(rank))] = c
-    cores = np.array([c for c, _ in reads], dtype=np.int64)
+    own = tuple(prod_lay.owner_boxes.items())
+    return _ring(own, reads, prod_lay.stick, tensor.elem_bytes, hw.cores, hw.stick_bytes)
+
+
+@lru_cache(maxsize=1 << 16)
+def _ring(own, reads, stick: int, eb: int, n: int, sb: int) -> tuple[int, int, int]:
+    ranges, owner, bounds = _owners(own)
+    cores, reach = _readers(reads)
+    rank = len(ranges)
     nbytes = np.full((len(reads),) + (1,) * rank, sb, dtype=np.int64)
     for d in range(rank):
-        lo = np.array([box[d][0] for _, box in reads], dtype=np.int64)[:, None]
-        hi = np.array([box[d][1] for _, box in reads], dtype=np.int64)[:, None]
-        r0, r1 = (np.array([r[k] for r in ranges[d]], dtype=np.int64)[None, :] for k in (0, 1))
+        (lo, hi), (r0, r1) = reach[d], bounds[d]
         ext = np.maximum(np.minimum(hi, r1) - np.maximum(lo, r0), 0)
         if d == stick:
             ext = -(-ext * eb // sb)
@@ -98,6 +100,32 @@ def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> t
     return max(_arc_max(cw, n), _arc_max(ccw, n)), hops, ingress
 
 
+@lru_cache(maxsize=1 << 12)
+def _owners(own: tuple) -> tuple[tuple, np.ndarray, tuple]:
+    """The producer's side of a pair, from its ``(core, box)`` items: per dim its distinct ranges (sorted),
+    the owner core of each cell of their grid (-1: none), and per dim the ranges' bounds as row vectors."""
+    rank = len(own[0][1])
+    ranges = tuple(tuple(sorted({box[d] for _, box in own})) for d in range(rank))
+    where = [{r: x for x, r in enumerate(rs)} for rs in ranges]
+    owner = np.full([len(rs) for rs in ranges], -1, dtype=np.int64)
+    for c, box in own:
+        owner[tuple(where[d][box[d]] for d in range(rank))] = c
+    bounds = tuple(tuple(np.array([r[k] for r in rs], dtype=np.int64)[None, :] for k in (0, 1)) for rs in ranges)
+    return ranges, owner, bounds
+
+
+@lru_cache(maxsize=1 << 12)
+def _readers(reads: tuple) -> tuple[np.ndarray, tuple]:
+    """The consumer's side of a pair, from its ``(core, box)`` reads: the cores, and per dim the boxes'
+    bounds as column vectors."""
+    rank = len(reads[0][1])
+    cores = np.array([c for c, _ in reads], dtype=np.int64)
+    reach = tuple(
+        tuple(np.array([box[d][k] for _, box in reads], dtype=np.int64)[:, None] for k in (0, 1)) for d in range(rank)
+    )
+    return cores, reach
+
+
 def _arc_max(diff: np.ndarray, n: int) -> int:
     run = np.cumsum(diff[: 2 * n])
     return int((run[:n] + run[n:]).max())
@@ -105,12 +133,20 @@ def _arc_max(diff: np.ndarray, n: int) -> int:
 
 def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[int, int, str]:
     """Per dim, the most producer slices one consumer slice overlaps (fan-in is their product)."""
-    rank = len(tensor.shape)
-    own_ranges = [sorted({box[d] for box in prod_lay.owner_boxes.values()}) for d in range(rank)]
-    read_ranges = [sorted({box[d] for _, box in reads}) for d in range(rank)]
+    own_ranges = _owners(tuple(prod_lay.owner_boxes.items()))[0]
+    return _fan(own_ranges, _read_ranges(reads), prod_lay.stick, tensor.elem_bytes, sb)
+
+
+@lru_cache(maxsize=1 << 12)
+def _read_ranges(reads: tuple) -> tuple:
+    return tuple(tuple(sorted({box[d] for _, box in reads})) for d in range(len(reads[0][1])))
+
+
+@lru_cache(maxsize=1 << 16)
+def _fan(own_ranges: tuple, read_ranges: tuple, stick: int, eb: int, sb: int) -> tuple[int, int, str]:
     fan = 1
     frag_ext, whole_ext = [], []
-    for d in range(rank):
+    for d in range(len(own_ranges)):
         worst, worst_frag, worst_whole = 0, 1, 1
         for lo, hi in read_ranges[d]:
             hits = [(a, b) for a, b in own_ranges[d] if a < hi and lo < b]
@@ -122,7 +158,7 @@ def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[
         whole_ext.append(worst_whole)
     frag = tuple((0, e) for e in frag_ext)
     whole = tuple((0, e) for e in whole_ext)
-    runs = fan * contiguous_runs(frag, whole, prod_lay.stick, tensor.elem_bytes, sb)
+    runs = fan * contiguous_runs(frag, whole, stick, eb, sb)
     return fan, runs, ""
 
 

@@ -13,6 +13,7 @@ from copy import copy
 from dataclasses import dataclass
 from functools import lru_cache
 from math import ceil, prod
+from operator import itemgetter
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
@@ -301,11 +302,9 @@ class OpCandidates:
         boxes = list(itertools.product(*ranges))  # == [iteration_box(space, div, c) for c in range(div.cores)]
         red = [d for d, r in enumerate(space.reduction) if r]
         out_map = space.output_map
-        own = {
-            c: tuple((0, 1) if d is None else box[d] for d in out_map)  # == project(box, out_map)
-            for c, box in enumerate(boxes)
-            if all(box[d][0] == 0 for d in red)  # == owners(space, div): k index 0
-        }
+        wide = [box + ((0, 1),) for box in boxes]  # index len(dims): the (0, 1) of a dim the iteration lacks
+        projected = _project(wide, out_map)  # == project(box, out_map)
+        own = {c: projected[c] for c, box in enumerate(boxes) if all(box[d][0] == 0 for d in red)}  # k index 0
         eb = self.out.elem_bytes
         own_sizes = {}
         for box in own.values():
@@ -322,7 +321,7 @@ class OpCandidates:
                 per_core = [(c, self._read_box(j, ref, box, div)) for c, box in enumerate(boxes)]
             else:  # to_base(project(box, map)): base dim d is view dim perm.index(d), iteration dim map[...]
                 src = [space.operand_maps[j][ref.perm.index(d)] for d in range(len(ref.perm))]
-                per_core = [(c, tuple((0, 1) if x is None else box[x] for x in src)) for c, box in enumerate(boxes)]
+                per_core = list(enumerate(_project(wide, src)))
             padded = {}
             for _, rbox in per_core:
                 if rbox not in padded:
@@ -334,7 +333,8 @@ class OpCandidates:
             reads.append(tuple(per_core))
         footprint = max(own_sizes[b] for b in own.values())
         write = sum(own_sizes[b] for b in own.values())
-        write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) for b in own.values())
+        distinct = Counter(own.values())  # owners of equal boxes issue equal requests
+        write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) * n for b, n in distinct.items())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
         psum = float(cm.psum_ns(coef, footprint, k)) if self.op.kind == "matmul" else 0.0
@@ -374,7 +374,11 @@ class OpCandidates:
         return False, per_core, 1, fn in TRANSCENDENTAL and self.op.kind == "pointwise", stick_reduce
 
     def _compute_ns(self, div: Division, stick: int) -> float:
-        return float(cm.compute_ns(self.coef, *self.compute_terms(div, stick)))
+        """Once per (division, stick) of the op key: the enumeration ranks divisions by it, then builds them."""
+        key = ("compute", div.factors, div.chunks, stick)
+        if key not in self.memo.derived:
+            self.memo.derived[key] = float(cm.compute_ns(self.coef, *self.compute_terms(div, stick)))
+        return self.memo.derived[key]
 
     # ---- reads from device memory -----------------------------------------
     def hbm_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
@@ -417,6 +421,16 @@ class OpCandidates:
         blocks = Counter(first_tile(b, ref.perm[view_dim], tile.tiles) for _, b in lay.reads[j])
         per_tile = sum(dma_requests(b, base.shape, base_stick, base.elem_bytes, self.hw) * n for b, n in blocks.items())
         return per_tile * tile.tiles
+
+
+def _project(wide: list[tuple], dims) -> list[tuple]:
+    """Each box's ranges of ``dims`` in order, ``(0, 1)`` where a dim is None (boxes widened by a last
+    ``(0, 1)``): ``division.project`` over every core at once, by ``itemgetter``."""
+    idx = [len(wide[0]) - 1 if d is None else d for d in dims]
+    if len(idx) < 2:
+        return [tuple(box[i] for i in idx) for box in wide]
+    get = itemgetter(*idx)
+    return [get(box) for box in wide]
 
 
 def _even(div: Division, extents: tuple[int, ...], units: tuple[int, ...]) -> bool:

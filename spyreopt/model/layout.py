@@ -29,7 +29,7 @@ def padded_bytes(extents: tuple[int, ...], stick_dim: int, elem_bytes: int, stic
 
 
 def box_extents(box: Box) -> tuple[int, ...]:
-    return tuple(hi - lo for lo, hi in box)
+    return tuple([hi - lo for lo, hi in box])  # a list first: a generator is slower on a handful of dims
 
 
 @lru_cache(maxsize=1 << 16)

@@ -130,7 +130,8 @@ def test_relayout_charges_the_bytes_a_core_takes_in_from_others():
     """Rows split 8 ways to columns split 8 ways: each core keeps an eighth of its copy and takes the rest in
     over the ring (the published 8-core relayout: 229 KB of 262 KB into each core in 8.72 us)."""
     import spyreopt as so
-    from spyreopt.model.candidates import OpCandidates, analyse_edge
+    from spyreopt.model.candidates import OpCandidates
+    from spyreopt.model.edge_analysis import analyse_edge
 
     g = so.Graph("r")
     y = g.pointwise("neg", g.input("x", (1024, 1024)), name="p")

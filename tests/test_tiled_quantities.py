@@ -9,8 +9,8 @@ from collections import Counter
 from functools import cache
 
 import spyreopt as so
-from spyreopt.model.candidates import analyse_edge
 from spyreopt.model.check.plans import fixed_problem
+from spyreopt.model.edge_analysis import analyse_edge
 from spyreopt.model.layout import box_padded_bytes
 from spyreopt.model.problem import Problem
 

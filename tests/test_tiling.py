@@ -17,17 +17,9 @@ from spyreopt.costmodel.coefficients import default
 from spyreopt.errors import PlanError
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.model.tiling import (
-    LARGE_FRACTION,
-    edge_loop_classes,
-    guard_edges,
-    node_interval,
-    output_footprints,
-    staged_tensors_of,
-    tile_counts,
-    tiled_layout,
-)
+from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, staged_tensors_of, tiled_layout
 from spyreopt.model.tiling_rules import Tile, tile_reason
+from spyreopt.model.tiling_scope import LARGE_FRACTION, output_footprints, tile_counts
 from spyreopt.testing.formulations import unplaced_optimum
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner

@@ -33,7 +33,8 @@ import numpy as np
 
 from spyreopt.costmodel.spyre import to_ps
 from spyreopt.errors import PlanError
-from spyreopt.model.candidates import analyse_edge, resolve
+from spyreopt.model.candidates import resolve
+from spyreopt.model.edge_analysis import analyse_edge
 from spyreopt.model.formulation import Edge
 from spyreopt.model.layout import box_padded_bytes
 from spyreopt.model.plan_data import EdgePlan, TensorPlan
@@ -137,7 +138,7 @@ class Read:
 def kept_read(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> Read:
     """In place when the loader's kept slices (layout ``lu``) are exactly what every core of reader v (layout
     ``lv``) reads of operand j in the same stick; else a relayout from the kept slices when legal, as for any
-    resident tensor (``candidates.analyse_edge``); another stick is never read from the kept slices."""
+    resident tensor (``edge_analysis.analyse_edge``); another stick is never read from the kept slices."""
     u = st.loader[0]
     key = ("stage read", st.tensor, problem.sig[u], st.loader[1], lu, problem.sig[v], j, lv)  # equal ids, equal layouts
     memo = problem._memo

@@ -50,6 +50,7 @@ from spyreopt.contest.reduce import BIG, reduce_instance
 from spyreopt.contest.search import Search, build_graph
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.rates import ROUND_SECONDS_MIN, ROUND_SECONDS_PER_ENTRY
 from spyreopt.solvers import greedy, options
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.anneal import search as anneal
@@ -61,8 +62,6 @@ from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.presolve.limits import memory_limit
 
 ACCEPTS = anneal.ACCEPTS | options.TRWS  # options besides time_limit and seed
-ROUND_SECONDS_PER_ENTRY = 2e-7  # nominal (never measured) seconds of one engine round per table entry
-ROUND_SECONDS_MIN = 2e-3  # nominal floor of one round (prices, repair and polish on a tiny problem)
 MAX_ROUNDS = 400  # enough for the prices to settle on the Spyre stacks; more only repeats
 ENGINE_SHARE = 0.3  # of the backend's time limit: the engine's when anneal follows
 

@@ -186,25 +186,31 @@ def test_a_cores_own_dma_floors_its_traffic():
     assert many.unary_parts(0, 0).mem == spread.unary_parts(0, 0).mem
 
 
-def test_the_ports_its_cores_reach_floor_its_reads():
-    """An op's reads go through the device-memory ports its cores reach: up to ``hbm_cores_per_port`` cores
-    read through one port (8 and 16 cores no faster than one port), 32 cores through two (twice the rate);
-    the floor binds on a read-heavy op, never on its write; 0 disables it (the shipped default)."""
+def test_a_batched_matmul_refills_the_pe_array_per_item():
+    """Each batch item with its own right operand is its own matmul: every item after the first refills the
+    PE array from its left operand, ``(items - 1) x m x k`` elements over the cores; a batch the right operand
+    is broadcast over folds into the rows (no refill), as does a plain matmul; 0 disables it (the default)."""
     from dataclasses import replace
 
     import spyreopt as so
-    from spyreopt.model.problem import Problem
+    from spyreopt.model.candidates import OpCandidates
 
-    ported = replace(C, hbm_port_ns_per_byte=0.02, hbm_cores_per_port=16.0)
-    assert cm.port_floor_ns(ported, 1000, 8) == pytest.approx(20.0)
-    assert cm.port_floor_ns(ported, 1000, 16) == pytest.approx(20.0)
-    assert cm.port_floor_ns(ported, 1000, 32) == pytest.approx(10.0)
-    assert cm.port_floor_ns(C, 1000, 8) == 0.0
-    g = so.Graph("r")
-    g.output(g.reduce("sum", g.input("x", (2048, 1024)), -1, name="s"))
-    nbytes = 2048 * 1024 * 2
-    for cores, ports in ((8, 1), (16, 1), (32, 2)):
-        p = Problem(g, so.HardwareSpec(), ported, fixed={"s": ((cores, 1), 1, "hbm")})
-        assert p.unary_parts(0, 0).mem * 1e-3 >= nbytes / (ports * 50.0) - 0.002
-        off = Problem(g, so.HardwareSpec(), C, fixed={"s": ((cores, 1), 1, "hbm")})
-        assert off.unary_parts(0, 0).mem < p.unary_parts(0, 0).mem  # the default's own rate is faster
+    coef, hw = replace(C, matmul_batch_ns_per_elem=0.5), so.HardwareSpec()
+
+    def mm(a: tuple, b: tuple) -> OpCandidates:
+        g = so.Graph("b")
+        g.output(g.matmul(g.input("a", a), g.input("b", b), name="mm"))
+        return OpCandidates(g, g.ops["mm"], hw, coef, 1, ((1, 8, 1, 1), 2))
+
+    batched, folded = mm((4, 64, 128), (4, 128, 64)), mm((4, 64, 128), (128, 64))
+    assert batched.batch_refill_elems() == 3 * 64 * 128
+    assert folded.batch_refill_elems() == 0
+    assert cm.batch_refill_ns(coef, 3 * 64 * 128, 8) == pytest.approx(3 * 64 * 128 / 8 * 0.5)
+    assert cm.batch_refill_ns(C, 3 * 64 * 128, 8) == 0.0
+    base = replace(coef, matmul_batch_ns_per_elem=0.0)
+    g = so.Graph("b")
+    g.output(g.matmul(g.input("a", (4, 64, 128)), g.input("b", (4, 128, 64)), name="mm"))
+    without = OpCandidates(g, g.ops["mm"], hw, base, 1, ((1, 8, 1, 1), 2))
+    extra = batched.layouts[0].psum_ns - without.layouts[0].psum_ns
+    assert extra == pytest.approx(3 * 64 * 128 / 8 * 0.5)
+    assert batched.layouts[0].compute_ns == without.layouts[0].compute_ns

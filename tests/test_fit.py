@@ -60,8 +60,7 @@ def _random_coefficients(seed: int) -> Coefficients:
         c[k] = float(np.clip(v * rng.uniform(0.5, 1.5), lo, hi)) if v > 0 else v
     c["overlap_gamma"] = float(rng.uniform(0.3, 1.0))
     c["hbm_core_ns_per_byte"] = float(rng.uniform(0.005, 0.05))  # the per-core DMA floor active (0 by default)
-    c["hbm_port_ns_per_byte"] = float(rng.uniform(0.0125, 0.05))  # the port floor too (0 by default)
-    c["hbm_cores_per_port"] = float(rng.uniform(4.0, 16.0))
+    c["matmul_batch_ns_per_elem"] = float(rng.uniform(0.5, 5.0))  # the batch items' refill too (0 by default)
     return Coefficients.from_dict(c)
 
 

@@ -112,19 +112,6 @@ def test_fit_is_deterministic_and_fits_its_rows(data):
     assert err(a.coefficients) < err(start.coefficients)
 
 
-def test_the_fit_keeps_the_best_of_its_restarts(data, monkeypatch):
-    """A device-memory port per 4, 8 or 16 cores: the fit starts from each and keeps the least-cost answer,
-    so it is never worse on its rows than the fit from any one of those starts."""
-    from spyreopt.calibrate import fit as fitmod
-
-    train, free = np.arange(len(data.mapped)), ("hbm_bytes_per_ns", "hbm_port_ns_per_byte", "hbm_cores_per_port")
-    err = lambda c: np.sqrt(np.mean((sweep_eval.predict(c, data)[0] / data.measured_us - 1) ** 2))  # noqa: E731
-    best = err(sweep_eval.fit_rows(data, train, free=free).coefficients)
-    for g in fitmod.RESTARTS["hbm_cores_per_port"]:
-        monkeypatch.setitem(fitmod.RESTARTS, "hbm_cores_per_port", (g,))
-        assert best <= err(sweep_eval.fit_rows(data, train, free=free).coefficients) + 1e-9
-
-
 def test_reproduce_sweep_writes_one_record_per_row(tmp_path, capsys, rows):
     out = tmp_path / "sweep.json"
     assert main(["reproduce", "--sweep", str(SAMPLE), "--json", str(out)]) == 0

@@ -45,9 +45,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_latency_ns": (0.0, 5000.0),
     "hbm_shared_bytes_per_ns": (1.0, 1e4),
     "hbm_core_ns_per_byte": (0.0, 1.0),
-    "hbm_port_ns_per_byte": (0.0, 1.0),
-    "hbm_cores_per_port": (1.0, 32.0),
     "macs_per_ns_per_core": (100.0, 10000.0),
+    "matmul_batch_ns_per_elem": (0.0, 1000.0),
     "pt_underfill_c": (0.0, 3.0),
     "pt_underfill_p": (0.05, 3.0),
     "vector_elems_per_ns_per_core": (1.0, 4000.0),
@@ -68,9 +67,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 START = {
     "hbm_core_ns_per_byte": 0.01,  # a core's own DMA at 100 bytes/ns, about half the aggregate
-    "hbm_port_ns_per_byte": 1 / 75.0,  # half the public aggregate rate per port ...
-    "hbm_cores_per_port": 8.0,  # ... behind a quarter of the 32 cores
     "hbm_shared_bytes_per_ns": 40.0,
+    "matmul_batch_ns_per_elem": 1.0,  # a batch item's refill at about one element per ns per core
     "relayout_bytes_per_ns": 40.0,  # a core's ring ingress (the public 547 is a span rate, not an ingress rate)
     "hbm_request_ns": 2.0,
     "hbm_latency_ns": 100.0,
@@ -78,10 +76,6 @@ START = {
     "relayout_hop_ns": 1.0,
     "restick_latency_ns": 100.0,
 }
-# Coefficients whose residual bends where the fit must cross: a fit on device rows starts from each value
-# and keeps the least-cost answer (``sweep_eval.fit_rows``). A port's group of cores: an eighth, a quarter or
-# half of the 32 (``max(1, cores / g)`` bends at every core count, so a start at 8 does not reach 16).
-RESTARTS: dict[str, tuple[float, ...]] = {"hbm_cores_per_port": (4.0, 8.0, 16.0)}
 
 
 # ---- coefficient-free terms -------------------------------------------------------
@@ -142,7 +136,7 @@ def _op_terms(problem: Problem, a, i: int) -> dict:
     t["r_bytes"] = t["leaf_bytes"] = int(lq.leaf_bytes[li])
     own_write = lay.write_bytes if cand.residency != "lx" else 0  # a lone core's write too (``own_parts``)
     t["core_bytes"] = (t["leaf_bytes"] + own_write) / lay.division.cores
-    t["cores"] = float(lay.division.cores)
+    t["refill"], t["cores"] = float(oc.batch_refill_elems()), float(lay.division.cores)
     t["reads"] = [(t["r_bytes"], int(lq.leaf_requests[li]), float(lq.reads_leaf), int(lq.leaf_shared[li]))]
     for j in np.flatnonzero(lq.leaf_restick[li]):
         _add_restick(t, (int(lq.leaf_restick_bytes[li, j]), int(lq.leaf_restick_requests[li, j])))

@@ -99,8 +99,7 @@ def fit_rows(
 ) -> RowFit:
     """Bounded least squares on the relative error of the ``train`` rows (indices into the mapped rows),
     plus ``extra`` samples (the published device rows) weighing ``extra_weight`` each; starts from the
-    public figures with ``fit.START``, once per value of ``fit.RESTARTS``, and keeps the least-cost answer
-    (a fit depends on its data only)."""
+    public figures with ``fit.START`` (a fit depends on its data only)."""
     c0 = {**reference_coefficients().to_dict(), **fitmod.START}
     lo = np.array([fitmod.BOUNDS[n][0] for n in free])
     hi = np.array([fitmod.BOUNDS[n][1] for n in free])
@@ -117,23 +116,9 @@ def fit_rows(
             return rows
         return np.concatenate([rows, np.sqrt(extra_weight) * (fitmod._predict(c, et) / em - 1.0)])
 
-    best = None
-    for x in _starts(x0, free):  # least cost over the restarts of ``fit.RESTARTS``
-        res = least_squares(residual, x, bounds=(lo, hi), x_scale=np.maximum(np.abs(x), 1e-3), max_nfev=400)
-        best = res if best is None or res.cost < best.cost else best
-    res = best
+    res = least_squares(residual, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), max_nfev=400)
     fitted = {**c0, **dict(zip(free, res.x))}
     return RowFit(Coefficients.from_dict({k: float(v) for k, v in fitted.items()}), str(res.message), int(res.nfev))
-
-
-def _starts(x0: np.ndarray, free: tuple[str, ...]) -> list[np.ndarray]:
-    """The starting points: ``x0`` with each combination of the ``fit.RESTARTS`` values of the free coefficients."""
-    out = [x0]
-    for name, values in fitmod.RESTARTS.items():
-        if name in free:
-            at = free.index(name)
-            out = [np.where(np.arange(len(x)) == at, v, x) for x in out for v in values]
-    return out
 
 
 def folds(groups: list[tuple], k: int = FOLDS, seed: int = SEED) -> np.ndarray:

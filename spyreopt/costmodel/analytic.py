@@ -38,6 +38,13 @@ def matmul_compute_ns(c: Coefficients, macs_per_core, rows_per_core):
     return macs_per_core / (c.macs_per_ns_per_core * pe_efficiency(c, rows_per_core))
 
 
+def batch_refill_ns(c: Coefficients, refill_elems, cores):
+    """A batched matmul whose right operand differs per batch item runs each item as its own matmul: every
+    item after the first refills the PE array from its left operand (``(items - 1) x rows x k`` elements,
+    ``OpCandidates.batch_refill_elems``), spread over the cores; 0 for a plain matmul."""
+    return np.asarray(refill_elems, dtype=np.float64) / np.maximum(cores, 1) * c.matmul_batch_ns_per_elem
+
+
 def vector_compute_ns(c: Coefficients, elems_per_core, transcendental, stick_reduce):
     weight = np.where(transcendental, c.transcendental_weight, 1.0)
     penalty = np.where(stick_reduce, c.stick_reduce_penalty, 1.0)
@@ -66,17 +73,6 @@ def core_floor_ns(c: Coefficients, read_bytes, write_bytes, cores):
     fast the aggregate bandwidth (0: no floor)."""
     share = (np.asarray(read_bytes, dtype=np.float64) + np.asarray(write_bytes)) / np.maximum(cores, 1)
     return share * c.hbm_core_ns_per_byte
-
-
-def port_floor_ns(c: Coefficients, read_bytes, cores):
-    """The least time of an op's own device-memory reads through the ports its cores reach: a port serves
-    ``hbm_cores_per_port`` cores at ``1 / hbm_port_ns_per_byte``, so up to that many cores read no faster than
-    one port, and more cores spread over ``cores / hbm_cores_per_port`` ports (0: no floor)."""
-    nbytes = np.asarray(read_bytes, dtype=np.float64)
-    if c.hbm_cores_per_port <= 0:
-        return nbytes * 0.0
-    ports = np.maximum(1.0, np.asarray(cores, dtype=np.float64) / c.hbm_cores_per_port)
-    return nbytes * c.hbm_port_ns_per_byte / ports
 
 
 def mixed_ns(c: Coefficients, read_bytes, write_bytes, fraction=1.0):

@@ -18,9 +18,8 @@ class Coefficients:
     hbm_latency_ns: float  # latency before a device-memory stream's first request
     hbm_shared_bytes_per_ns: float  # one core's delivery rate of a read other cores share (served once)
     hbm_core_ns_per_byte: float  # a core's own DMA time per byte of its reads and write: a floor (0: none)
-    hbm_port_ns_per_byte: float  # one device-memory port's read time per byte, its cores sharing it: a floor (0: none)
-    hbm_cores_per_port: float  # cores behind one port: an op on n cores reads through max(1, n / this) ports
     macs_per_ns_per_core: float  # sustained matmul rate
+    matmul_batch_ns_per_elem: float  # per left-operand element of each batch item after the first (0: none)
     pt_underfill_c: float  # PE-array efficiency 1 - c * rows^-p when a core gets few rows
     pt_underfill_p: float
     vector_elems_per_ns_per_core: float

@@ -14,7 +14,8 @@ least-squares residuals stay smooth in the coefficients.
 
 An op's cost, per candidate (layout x residency x balance branch):
 
-* additive: launch overhead + partial sums of a k split + restickify of the
+* additive: launch overhead + partial sums of a k split + the refills of a
+  batched matmul's items after the first (``analytic.batch_refill_ns``) + restickify of the
   graph inputs and weights it reads in another stick + the output write of a
   k split (after the partial sums) + per incoming edge its relayout or
   restickify;
@@ -47,11 +48,11 @@ import numpy as np
 from spyreopt.costmodel import loops
 from spyreopt.costmodel.analytic import (
     PS_PER_NS,
+    batch_refill_ns,
     core_floor_ns,
     mixed_ns,
     overlap,
     overlap_fraction,
-    port_floor_ns,
     psum_ns,
     read_ns,
     relayout_ns,
@@ -134,7 +135,6 @@ def own_parts(c: Coefficients, q: OwnQuantities) -> OwnParts:
     mem = to_ps(read_ns(c, q.leaf_bytes, q.leaf_requests, q.leaf_streams, q.leaf_shared))
     mem = mem + np.where(q.split | q.alone, 0, write_t)
     mem = np.maximum(mem, to_ps(core_floor_ns(c, q.leaf_bytes, write, q.cores)))  # each core's own DMA
-    mem = np.maximum(mem, to_ps(port_floor_ns(c, q.leaf_bytes, q.cores)))  # the ports its cores read through
     frac = overlap_fraction(c, q.stream_bytes)
     # the turnaround on min(reads, write); the "r" twin charges it on the reads, the "w" twin on the write
     r_side = np.where(q.branch == 2, overlapped_write, q.leaf_bytes)
@@ -230,7 +230,7 @@ def op_ns(
     """Per op (arrays over ops), ns: its total, relayout and restickify time from its quantities summed over
     its candidate and edges (``v``: compute terms, ``r_bytes`` the distinct bytes it reads, ``w_``/``sw_``
     bytes, requests and streams of overlapped and split writes, ``core_bytes`` its own reads and write per
-    core, ``rs_`` restickify traffic and count, ``stream``), its device-memory reads (``reads``: bytes, requests, streams, shared per read, ``read_op``
+    core, ``refill`` a batched matmul's refill elements over ``cores``, ``rs_`` restickify traffic and count, ``stream``), its device-memory reads (``reads``: bytes, requests, streams, shared per read, ``read_op``
     its op's row: the leaf reads as one, then each edge's) and its relayout edges.
 
     The planner's ``own_parts`` + ``edge_parts`` + ``op_time`` in real numbers: each read is ``read_ns``,
@@ -250,16 +250,15 @@ def op_ns(
     np.add.at(leaf_t, read_op[first], each[first])  # an op's first read is its leaf reads (``fit._op_terms``)
     write_t = transfer_ns(c, v["w_bytes"], v["w_req"], v["w_streams"])
     mem = read_t + write_t + mixed_ns(c, v["r_bytes"], v["w_bytes"], frac)
-    if "core_bytes" in v:  # the per-core and port floors of its own traffic, as ``own_parts`` (edge reads on top)
-        floor = np.maximum(v["core_bytes"] * c.hbm_core_ns_per_byte, port_floor_ns(c, v["leaf_bytes"], v["cores"]))
-        mem = mem + np.maximum(floor - leaf_t - write_t, 0.0)
+    if "core_bytes" in v:  # the per-core floor of its own reads and write, as ``own_parts`` (edge reads on top)
+        mem = mem + np.maximum(v["core_bytes"] * c.hbm_core_ns_per_byte - leaf_t - write_t, 0.0)
     split_write = transfer_ns(c, v["sw_bytes"], v["sw_req"], v["sw_streams"])
     count = v["rs_count"]
     restick = np.where(count > 0, restick_ns(c, v["rs_bytes"], v["rs_req"]) + (count - 1) * c.restick_latency_ns, 0.0)
     edge = relayout_ns(c, relayout["runs"], relayout["fan_in"], relayout["ingress"], relayout["link"], relayout["hops"])
     moves = np.zeros(len(compute))
     np.add.at(moves, relayout_op, edge)
-    psum = psum_ns(c, v["psum_bytes"], v["ksplit"])
+    psum = psum_ns(c, v["psum_bytes"], v["ksplit"]) + batch_refill_ns(c, v["refill"], v["cores"])
     if "iter_streams" in v:
         psum = psum + loops.iteration_ns(c, tiles, v["iter_streams"])
     total = c.op_overhead_ns + psum + split_write + restick + moves + op_time(c, compute, mem, frac, integer=False)

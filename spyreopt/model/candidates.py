@@ -78,7 +78,7 @@ class Layout:
     division: Division
     stick: int  # output stick dim
     compute_ns: float
-    psum_ns: float
+    psum_ns: float  # additive: a k split's partial sums, a batched matmul's refills (a loop's iterations)
     owner_boxes: dict[int, Box]  # core -> output box
     footprint: int  # LX bytes per core of the output slice (padded)
     write_bytes: int  # padded bytes written when the output goes to device memory
@@ -338,7 +338,11 @@ class OpCandidates:
         write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) * n for b, n in distinct.items())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
-        psum = float(cm.psum_ns(coef, footprint, k)) if self.op.kind == "matmul" else 0.0
+        psum = 0.0
+        if self.op.kind == "matmul":
+            psum = float(
+                cm.psum_ns(coef, footprint, k) + cm.batch_refill_ns(coef, self.batch_refill_elems(), div.cores)
+            )
         stream = max(max(streamed, default=0), footprint)
         return Layout(div, stick, compute, psum, own, footprint, write, tuple(reads), required, write_requests, stream)
 
@@ -373,6 +377,17 @@ class OpCandidates:
         fn = self.op.attrs.get("fn", "copy")
         stick_reduce = self.op.kind == "reduce" and stick in self.op.attrs["dims"]
         return False, per_core, 1, fn in TRANSCENDENTAL and self.op.kind == "pointwise", stick_reduce
+
+    def batch_refill_elems(self) -> int:
+        """A matmul's left-operand elements of every batch item after the first (``analytic.batch_refill_ns``):
+        an item is its own matmul when it has its own right operand; a batch the right operand is broadcast
+        over folds into the rows of one matmul."""
+        space = self.space
+        if self.op.kind != "matmul":
+            return 0
+        nb = len(space.dims) - 3  # (batch..., m, n, k)
+        items = prod(space.extents[d] for d in space.operand_maps[1] if d is not None and d < nb)
+        return (items - 1) * space.extents[nb] * space.extents[nb + 2]
 
     def _compute_ns(self, div: Division, stick: int) -> float:
         """Once per (division, stick) of the op key: the enumeration ranks divisions by it, then builds them."""

@@ -14,7 +14,7 @@ import spyreopt as so
 from spyreopt.errors import PlanError
 from spyreopt.fixed import plan_for, simulate_op
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring, share_device_memory
-from spyreopt.hw.sim_machine import Machine, SimParams
+from spyreopt.hw.sim_machine import Machine, SimParams, device_params
 from spyreopt.hw.simulator import PHASES, simulate
 
 HW = so.HardwareSpec()
@@ -47,7 +47,7 @@ def test_every_greedy_plan_simulates_consistently(name):
         assert set(r.breakdown[op]) == set(PHASES)
         assert all(v >= 0 for v in r.breakdown[op].values())
         assert sum(r.breakdown[op].values()) == pytest.approx(us, rel=1e-9)
-        assert r.breakdown[op]["barrier"] == pytest.approx(HW.barrier_ns * 1e-3)
+        assert r.breakdown[op]["barrier"] == pytest.approx((HW.barrier_ns + device_params().op_overhead_ns) * 1e-3)
     assert len(r.core_busy) == HW.cores and all(0 <= b <= 1 for b in r.core_busy)
     resident = [t.bytes_per_core for t in p.tensors if t.residency != "hbm"]
     peak = max(r.peak_lx_bytes)
@@ -277,6 +277,33 @@ def test_one_core_is_limited_by_requests_in_flight():
     assert short.time_ns >= (1 << 20) / (HW.dma_max_inflight * HW.stick_bytes / M.params.dma_latency_ns)
     many = run_pipeline([CoreJob(c, read_bytes=1 << 15, read_requests=256) for c in range(32)], M)
     assert many.time_ns < short.time_ns  # same short requests over 32 cores: the shared bandwidth, not one DMA
+
+
+def test_a_cores_dma_engine_caps_its_reads_and_writes_together():
+    slow = Machine(HW, SimParams(core_dma_gbps=20.0))
+    nb, req = 1 << 20, (1 << 20) // M.burst_bytes
+    alone = run_pipeline([CoreJob(0, read_bytes=nb, read_requests=req, write_bytes=nb, write_requests=req)], slow)
+    assert alone.time_ns >= 2 * nb / 20.0  # one engine moves both directions
+    four = run_pipeline([CoreJob(c, read_bytes=nb, read_requests=req) for c in range(4)], slow)
+    assert four.time_ns == pytest.approx(nb / 20.0, rel=0.05)  # each core has its own engine
+
+
+def test_a_device_tensor_in_another_stick_is_transposed_on_the_way_in():
+    g = so.Graph("t")
+    g.output(g.pointwise("copy", g.transpose(g.input("x", (256, 512)), 0, 1), name="copy"))
+    r = simulate_op(g, {"copy": ({"d0": 32}, 1, "hbm")})
+    assert r.breakdown["copy"]["restickify"] == 0  # no round trip through device memory first
+    assert r.device_read_bytes == r.device_write_bytes == 256 * 512 * 2
+    plain = so.Graph("c")
+    plain.output(plain.pointwise("copy", plain.input("x", (512, 256)), name="copy"))
+    untransposed = simulate_op(plain, {"copy": ({"d0": 32}, 1, "hbm")})
+    assert r.breakdown["copy"]["compute"] > untransposed.breakdown["copy"]["compute"]  # the transpose unit's work
+
+
+def test_each_op_pays_the_start_cost():
+    p = plan("softmax")
+    base = simulate(p, SimParams()).time_us
+    assert simulate(p, SimParams(op_overhead_ns=1000.0)).time_us == pytest.approx(base + len(p.ops), rel=1e-6)
 
 
 def test_double_buffering_overlaps_memory_and_compute():

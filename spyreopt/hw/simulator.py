@@ -6,7 +6,8 @@ Ops run in schedule order separated by barriers. Within an op, in order:
    over the ring (hop distance, link contention, fan-in limit);
 2. restickifies, staged through device memory: owners write their slices,
    destinations read them back through their DMA transpose unit (a tensor that
-   is already in device memory in the wrong stick is transformed there first);
+   is already in device memory in the wrong stick is read as it is stored and
+   transformed on the way in, in the op's own phase);
 3. the op itself: every core streams its device-memory operands in
    double-buffered tiles, computes on its PE arrays or vector units, and streams
    its output slice out (cores share device-memory bandwidth);
@@ -33,7 +34,7 @@ from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
 from spyreopt.hw.sim_loop import loops_of
 from spyreopt.hw.sim_loop_run import run_loop
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
-from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
+from spyreopt.hw.sim_machine import Machine, SimParams, device_params, requests, sticks_of
 from spyreopt.hw.sim_repeat import loop_key, record, replay
 from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace, kept_slices
@@ -90,7 +91,7 @@ class SimResult:
 class _Movement:
     """An op's data movement before it computes."""
 
-    main: dict[int, list[float]]  # per core: device-memory bytes, requests, shared bytes, served bytes (main phase)
+    main: dict[int, list[float]]  # per core: device bytes, requests, shared bytes, served bytes, transpose ns
     ring: list[RingTransfer] = field(default_factory=list)  # relayout fragments
     stage_out: dict[int, CoreJob] = field(default_factory=dict)  # restickify: owners write their slices out
     stage_in: dict[int, CoreJob] = field(default_factory=dict)  # restickify: read back, transform
@@ -111,7 +112,7 @@ class _Run:
     def __init__(self, plan: Plan, params: SimParams | None):
         self.trace = Trace(plan)
         hw = self.trace.hw
-        self.m = Machine(hw, params or SimParams())
+        self.m = Machine(hw, params or device_params())
         self.lx = ScratchpadState(hw.cores, hw.planner_lx_bytes, hw.stick_bytes)
         self.in_device = {t.name for t in self.trace.graph.tensors.values() if t.producer is None}
         self.busy = [0.0] * hw.cores
@@ -166,7 +167,7 @@ class _Run:
 
     def operands(self, s: Step) -> _Movement:
         """Check every operand's source and lay out its data movement."""
-        mv = _Movement({c: [0, 0, 0, 0.0] for c in range(s.cores)})
+        mv = _Movement({c: [0, 0, 0, 0.0, 0.0] for c in range(s.cores)})
         for od in s.operands:
             if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
                 continue
@@ -185,21 +186,19 @@ class _Run:
         return mv
 
     def _device_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
-        """Read from device memory; a tensor stored in another stick is transformed there first."""
+        """Read from device memory; a tensor stored in another stick is read as stored and transformed on the
+        way in by the reading core's DMA transpose unit (the device transposes at a copy's speed)."""
         if od.ref.base not in self.in_device:
             prod = self.producer(od)
             raise PlanError(
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"
             )
-        for c, box in od.boxes:
-            if od.need_stick != od.stored_stick:
-                job = mv.stage_in.setdefault(c, CoreJob(c))
-                _add_read(job, *self._sizes(od.ref.base, box, od.stored_stick))
-                wb, wq = self._sizes(od.ref.base, box, od.need_stick)
-                job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
-                job.compute_ns += self.m.transpose_ns(wb // self.m.hw.stick_bytes)
-        for c, read in self.multicast_reads(od.ref.base, od.boxes, od.need_stick):
+        if od.need_stick != od.stored_stick:  # streamed in through the core's DMA transpose unit
+            t, hw = self.trace.tensor(od.ref.base), self.m.hw
+            for c, box in od.boxes:
+                mv.main[c][4] += self.m.transpose_ns(sticks_of(box, od.need_stick, t.elem_bytes, hw.stick_bytes))
+        for c, read in self.multicast_reads(od.ref.base, od.boxes, od.stored_stick):
             for x, v in enumerate(read):
                 mv.main[c][x] += v
 
@@ -370,8 +369,9 @@ class _Run:
         out_jobs = self._write_jobs(s) if writes else {}
         jobs = []
         for c in range(s.cores):
-            nb, nq, shared, served = mv.main[c]
-            job = CoreJob(c, nb, nq, self.compute_ns(s, c), read_shared_bytes=shared, read_served_bytes=served)
+            nb, nq, shared, served, transpose = mv.main[c]
+            job = CoreJob(c, nb, nq, self.compute_ns(s, c) + transpose, read_shared_bytes=shared,
+                          read_served_bytes=served)  # fmt: skip
             if k == 1 and c in out_jobs:  # a k-split writes after its partial sums are reduced
                 job.write_bytes, job.write_requests = out_jobs[c].write_bytes, out_jobs[c].write_requests
             jobs.append(job)
@@ -389,7 +389,7 @@ class _Run:
             written += wphase.write_bytes
         if writes:
             self.in_device.add(s.op.output)
-        ns["barrier"] = m.hw.barrier_ns
+        ns["barrier"] = m.hw.barrier_ns + m.params.op_overhead_ns  # the sync, and starting the op's program
         return sum(ns.values()), ns, reads, written
 
 
@@ -401,6 +401,8 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Simulate a plan on the machine it was made for; PlanError (op, buffer, core, address, step) if it is illegal.
+
+    ``params`` default to ``device_params()``: the machine calibrated on device timings (``hw/sim_device.json``).
 
     With ``repeats`` a tiled loop identical to one already simulated takes its times (``hw.sim_repeat``: exact
     for the timing, its scratchpad checks skipped; ``SimResult.repeated_loops`` counts them). ``progress(done,

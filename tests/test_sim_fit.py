@@ -72,16 +72,16 @@ def test_held_out_rows_are_predicted_by_fits_that_never_saw_their_shape_group(ro
     assert np.isfinite(held[rows.plan_of >= 0]).any()
 
 
-def test_the_shipped_calibration_is_the_simulators_default_and_names_its_command():
+def test_the_shipped_calibration_names_its_command_and_changes_the_machine():
     doc = json.loads(resources.files("spyreopt.hw").joinpath(DEVICE_FILE).read_text())
     assert doc["source"].startswith("spyreopt fit --sweep") and "--target simulator" in doc["source"]
     assert set(doc["params"]) == set(sim_fit.FREE)
     params = device_params()
-    assert params != SimParams()
+    assert all(getattr(params, n) == v for n, v in doc["params"].items())
     plan = so.solve(so.workloads.get("softmax"), backend="greedy", seed=0)
-    assert simulate(plan) == simulate(plan, params)
-    assert simulate(plan, SimParams()).time_us != simulate(plan).time_us
-    assert all(r["family"] for r in doc["fit"]["families_held_out"])
+    assert simulate(plan) == simulate(plan, SimParams())  # the default machine is the published figures'
+    assert simulate(plan, params).time_us != simulate(plan).time_us
+    assert {r["family"] for r in doc["fit"]["families_held_out"]} >= {"pointwise", "all"}
 
 
 def test_the_simulator_fit_cli_reports_held_out_figures_and_writes_the_file(tmp_path, capsys, monkeypatch):

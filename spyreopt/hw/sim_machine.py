@@ -24,8 +24,8 @@ from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous
 
 @dataclass(frozen=True)
 class SimParams:
-    """Knobs below the level of the published figures, with defaults that reproduce them (the simulator's
-    default machine is these calibrated on the device sweep: ``device_params``).
+    """Knobs below the level of the published figures, with defaults that reproduce them (``device_params``:
+    the same knobs calibrated on the device sweep).
 
     * ``dma_latency_ns``: round trip of one device-memory request; with
       ``dma_max_inflight`` requests in flight it bounds one core's DMA rate
@@ -79,8 +79,8 @@ DEVICE_FILE = "sim_device.json"  # SimParams calibrated on the device sweep, wit
 
 @lru_cache(maxsize=1)
 def device_params() -> SimParams:
-    """The simulator's default machine: ``SimParams`` calibrated on device timings (``spyreopt fit --sweep FILE
-    --target simulator``); the fields it does not fit keep the published figures' defaults."""
+    """``SimParams`` calibrated on device timings (``spyreopt fit --sweep FILE --target simulator``, the command
+    in the file); the fields it does not fit keep the published figures' defaults."""
     doc = json.loads(resources.files("spyreopt.hw").joinpath(DEVICE_FILE).read_text())
     known = {f.name for f in fields(SimParams)}
     unknown = sorted(set(doc["params"]) - known)

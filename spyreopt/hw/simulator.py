@@ -34,7 +34,7 @@ from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring
 from spyreopt.hw.sim_loop import loops_of
 from spyreopt.hw.sim_loop_run import run_loop
 from spyreopt.hw.sim_lx import Entry, ScratchpadState
-from spyreopt.hw.sim_machine import Machine, SimParams, device_params, requests, sticks_of
+from spyreopt.hw.sim_machine import Machine, SimParams, requests, sticks_of
 from spyreopt.hw.sim_repeat import loop_key, record, replay
 from spyreopt.hw.sim_slices import project
 from spyreopt.hw.sim_trace import DEVICE_MODES, LX_MODES, Operand, Step, Trace, kept_slices
@@ -112,7 +112,7 @@ class _Run:
     def __init__(self, plan: Plan, params: SimParams | None):
         self.trace = Trace(plan)
         hw = self.trace.hw
-        self.m = Machine(hw, params or device_params())
+        self.m = Machine(hw, params or SimParams())
         self.lx = ScratchpadState(hw.cores, hw.planner_lx_bytes, hw.stick_bytes)
         self.in_device = {t.name for t in self.trace.graph.tensors.values() if t.producer is None}
         self.busy = [0.0] * hw.cores
@@ -402,7 +402,8 @@ def simulate(
 ) -> SimResult:
     """Simulate a plan on the machine it was made for; PlanError (op, buffer, core, address, step) if it is illegal.
 
-    ``params`` default to ``device_params()``: the machine calibrated on device timings (``hw/sim_device.json``).
+    ``params`` default to ``SimParams()``, the machine of the public figures (the planner's shipped model is
+    fitted to it); ``sim_machine.device_params()`` is the machine calibrated on device timings.
 
     With ``repeats`` a tiled loop identical to one already simulated takes its times (``hw.sim_repeat``: exact
     for the timing, its scratchpad checks skipped; ``SimResult.repeated_loops`` counts them). ``progress(done,

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from spyreopt.contest.load import instance_from_document
 from spyreopt.contest.reduce import Reduced, reduce_instance
 from spyreopt.contest.search import Search, build_graph
+from spyreopt.formats.iopddl import validate
 
 
 def tiny() -> Reduced:
@@ -31,7 +31,7 @@ def tiny() -> Reduced:
             "usage_limit": 4,
         }
     }
-    return reduce_instance(instance_from_document(doc))
+    return reduce_instance(validate(doc))
 
 
 def _inner() -> None:

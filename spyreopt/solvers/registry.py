@@ -26,7 +26,7 @@ BACKENDS: dict[str, str] = {
     "anneal": "spyreopt.solvers.anneal",
     "cpsat": "spyreopt.solvers.cpsat",
     "milp": "spyreopt.solvers.milp",
-    "trws": "spyreopt.solvers.engine_start",  # the contest engine's start, then anneal
+    "trws": "spyreopt.solvers.trws",  # the contest engine's start, then anneal
     "hbm": "spyreopt.solvers.baselines:hbm",
     "independent": "spyreopt.solvers.baselines:independent",
 }

@@ -1,4 +1,4 @@
-"""The contest engine as a start for every Formulation (registry name "trws").
+"""The ``trws`` backend: the contest engine as a start for every Formulation, then anneal.
 
 The IOPDDL engine (``contest``: exact reductions, then usage prices over TRW-S
 and exact forest DP, repair and polish) solves pairwise problems with a memory
@@ -45,10 +45,10 @@ import time
 import numpy as np
 
 from spyreopt.contest import warm
-from spyreopt.contest.load import Instance
 from spyreopt.contest.reduce import BIG, reduce_instance
 from spyreopt.contest.search import Search, build_graph
 from spyreopt.errors import InfeasibleError, SolverError
+from spyreopt.formats.iopddl import Instance
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.solvers import greedy, options
 from spyreopt.solvers.addresses import spill_until_placed
@@ -105,7 +105,7 @@ def to_instance(f: Formulation, anchor=None) -> Instance:
     eoff = np.zeros(len(ends) + 1, np.int64)
     np.cumsum([t.size for t in tables], out=eoff[1:])
     ecost = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0, np.int64)
-    return Instance(f.name, k, off, cost, usage, lo, hi, eu, ev, eoff, ecost, memory_limit(f))
+    return Instance.pairwise(f.name, k, off, cost, usage, lo, hi, eu, ev, eoff, ecost, memory_limit(f))
 
 
 def _anchored_copies(f: Formulation, anchor) -> list[tuple[int, np.ndarray, tuple[int, int]]]:

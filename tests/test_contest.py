@@ -203,3 +203,29 @@ def test_trws_decodes_the_optimum_of_a_tree(seed):
     trws_iterate(msg, g.moff, g.rev, r.cost, 5, x, r.k, r.off, g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
     best = min(s.cost(np.array(y)) for y in itertools.product(range(k), repeat=n))
     assert s.cost(x) == best
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_region_step_is_exact_on_its_region_and_never_loses(seed):
+    """The MILP over a region, the rest fixed, finds the best completion by brute force over that region, and
+    a step keeps the incumbent unless the answer is cheaper and within the limit."""
+    from spyreopt.contest.merge import FINITE
+    from spyreopt.contest.region import improve
+
+    rng = np.random.default_rng(seed)
+    r = reduce_instance(validate(random_doc(rng, 7)))
+    s = Search(r, build_graph(r), 0)
+    x = s.lean_start()
+    free = np.flatnonzero(r.k > 1)
+    if len(free) < 2 or (s.profile(x) > r.usage_limit).any() or s.cost(x) >= FINITE:
+        pytest.skip("nothing to re-optimise on this draw")
+    region = free[: max(2, len(free) - 1)]
+    step = improve(r, x, s.cost, region, 30.0)
+    assert step.finished and s.cost(step.x) <= s.cost(x) and (s.profile(step.x) <= r.usage_limit).all()
+    best = s.cost(x)
+    for y in itertools.product(*(range(r.k[g]) for g in region)):
+        z = x.copy()
+        z[region] = y
+        if (s.profile(z) <= r.usage_limit).all():
+            best = min(best, s.cost(z))
+    assert s.cost(step.x) == best and step.improved == (best < s.cost(x))

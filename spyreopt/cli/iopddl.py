@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from spyreopt.contest import warm
 from spyreopt.contest.solve import solve_instance, stderr_progress
 from spyreopt.errors import FormatError, InfeasibleError, SolverError
 from spyreopt.formats.iopddl import (
@@ -86,12 +87,21 @@ def run(args: argparse.Namespace) -> int:
             check_limit(args.time_limit, "--time-limit")
         if args.backend != "contest":
             check_options(args.backend, {})
+        compiling = warm.begin() if args.backend == "contest" else []  # kernels compile while the file is read
         inst = read_instance(args.file)
         name = inst.name
         known = contest_table().get(name)
         limit = args.time_limit if args.time_limit is not None else (known["time_limit"] if known else DEFAULT_LIMIT)
         if args.backend == "contest":
-            out = solve_instance(inst, limit, seed=args.seed, start=start, progress=stderr_progress, fallback=_greedy)
+            out = solve_instance(
+                inst,
+                limit,
+                seed=args.seed,
+                start=start,
+                progress=stderr_progress,
+                fallback=_greedy,
+                compiling=compiling,
+            )
             solution, method, report = out.solution, out.method, out.limits
         else:
             f = load_iopddl(inst)

@@ -92,16 +92,19 @@ def solve_instance(
     max_rounds: int = 10**9,
     progress: Callable[[str], None] | None = None,
     fallback: Callable[[Instance, float], tuple[list[int], float, str] | None] | None = None,
+    compiling: list | None = None,
 ) -> Outcome:
     """Solve a validated instance within ``time_limit`` seconds of ``start`` (monotonic; default now: reading
     the file is the caller's, inside the same limit).
 
     When the kernels are not compiled or loaded by ``FALLBACK_SHARE`` of the limit before the deadline, they are
     not waited for: ``fallback(instance, seconds)`` answers (solution, cost, its method's name), or when it
-    gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so."""
+    gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so. ``compiling``:
+    the children of ``warm.begin()`` when the caller started them before reading the file (they then compile
+    while it reads)."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
-    compiling = [] if warm.cached() else warm.start()  # a warm disk cache loads in the parent at once
+    compiling = warm.begin() if compiling is None else compiling
     say = progress or (lambda _m: None)
     if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this
         say(f"[{time.monotonic() - start:5.1f}s] kernels not compiled in time: a fallback answers")

@@ -62,6 +62,11 @@ def start() -> list:
     return procs
 
 
+def begin() -> list:
+    """The compiling children when the disk cache lacks a kernel (none when it has them all: they load at once)."""
+    return [] if cached() else start()
+
+
 def wait(procs: list, deadline: float) -> bool:
     """Join the children until ``deadline`` (``time.monotonic``); True when both finished (the kernels are then
     in the disk cache and load in a fraction of a second). At the deadline the children still compiling are

@@ -168,14 +168,14 @@ def engine_assignments(f: Formulation, *, seed: int, rounds: int, deadline: floa
         return [r.expand(np.zeros(r.n, np.int64))], {**stats, "rounds": 0, "cut_by_clock": False}
     copies = any(e.usages is not None and e.usages.any() for e in f.edges)
     first = max(rounds // 2, 1) if copies else rounds
-    res = Search(r, build_graph(r), seed).run(deadline, first)
+    res = Search(r, build_graph(r), seed).run(deadline, first, explore=False)
     stats.update(rounds=res.rounds, cut_by_clock=res.cut_by_clock)
     if res.x is None:
         return [], stats
     found = [r.expand(res.x)]
     if rounds > first:
         r2 = reduce_instance(to_instance(f, anchor=found[0]))
-        res2 = Search(r2, build_graph(r2), seed).run(deadline, rounds - first)
+        res2 = Search(r2, build_graph(r2), seed).run(deadline, rounds - first, explore=False)
         stats.update(priced_rounds=res2.rounds, cut_by_clock=res.cut_by_clock or res2.cut_by_clock)
         if res2.x is not None:
             found.append(r2.expand(res2.x)[: len(f.nodes)])

@@ -53,10 +53,17 @@ def _outer() -> None:
     s.feasible_copy(x, s.profile(x))
 
 
+def _niced(compile_half) -> None:
+    """Compile at the lowest priority: the parent's reading and reducing, on the critical path, come first (a
+    short limit that the compile cannot meet then loses nothing to it)."""
+    os.nice(19)
+    compile_half()
+
+
 def start() -> list:
     """Fork the two compiling children; ``wait`` for them before the search's first kernel call."""
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=f, daemon=True) for f in (_inner, _outer)]
+    procs = [ctx.Process(target=_niced, args=(f,), daemon=True) for f in (_inner, _outer)]
     for p in procs:
         p.start()
     return procs

@@ -11,8 +11,8 @@ from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.direct import solve_direct
 from spyreopt.errors import SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_backend, check_restriction, make_problem
@@ -92,5 +92,5 @@ def _auto_backend_for_each_problem(graph: Graph | Problem, decompose: str | None
     (small problems, where it proves optimality), anneal for a whole graph too large to prove."""
     from spyreopt.auto import EXACT_OPS
 
-    ops = graph.ops if isinstance(graph, Problem) else [o for o in graph.ops.values() if o.kind != "view"]
+    ops = graph.ops if isinstance(graph, Problem) else graph.compute_ops()
     return "cpsat" if decompose == "layers" or len(ops) <= EXACT_OPS else "anneal"

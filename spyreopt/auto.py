@@ -61,12 +61,12 @@ from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.direct import clock_cut, greedy_work
 from spyreopt.errors import InfeasibleError, PlanError, SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.limits import BUILD_SECONDS_PER_OP, FINISH_SECONDS_PER_OP, SEARCH_SHARE
 from spyreopt.model.candidates import resolve
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Formulation, Solution
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
@@ -378,12 +378,12 @@ def _layers(graph: Graph, segs, hw: HardwareSpec, coef: Coefficients, time_limit
     for key, _, seg in keyed:
         distinct.setdefault(key, seg)
     run.timed("keys", began)
-    seg_ops = [sum(o.kind != "view" for o in s.graph.ops.values()) for s in distinct.values()]
+    seg_ops = [len(s.graph.compute_ops()) for s in distinct.values()]
     free = cut_ops(graph, segs)
-    finish = FINISH_SECONDS_PER_OP * sum(o.kind != "view" for o in graph.ops.values())
+    finish = FINISH_SECONDS_PER_OP * len(graph.compute_ops())
     # the windows' problem (its freed ops repeat cut after cut: the build shares their tables), then its decode
     refine_cost = BUILD_SECONDS_PER_OP * len(free) * len(distinct) / len(segs) + 2 * finish
-    n_ops = sum(o.kind != "view" for o in graph.ops.values())
+    n_ops = len(graph.compute_ops())
     whole = WHOLE_SECONDS_PER_OP * n_ops + finish
     whole = whole if whole <= WHOLE_SHARE * time_limit else 0.0
     nominal = BUILD_SECONDS_PER_OP * sum(seg_ops) + finish + whole

@@ -31,8 +31,8 @@ from tqdm import tqdm
 from spyreopt.api import solve
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 
 COLUMNS = ("workload", "hardware", "backend", "status", "cost_us", "solve_s", "valid", "error", "attempts")

@@ -21,10 +21,10 @@ from spyreopt import limits
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND

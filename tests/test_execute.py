@@ -18,7 +18,7 @@ from spyreopt.hw.sim_numpy import POINTWISE, random_inputs
 from spyreopt.hw.sim_sticks import decode, encode
 from spyreopt.hw.simulator import simulate
 from spyreopt.model.candidates import OpCandidates
-from spyreopt.model.graph import POINTWISE_FNS
+from spyreopt.model.graph_parts import POINTWISE_FNS
 from spyreopt.model.layout import _address
 from spyreopt.testing import strategies as sst
 

@@ -343,7 +343,7 @@ def test_an_intermediate_is_large_when_its_producers_fastest_layout_cannot_keep_
     # 896 tokens: the even split (784 KiB a core) is under half a scratchpad, the gate projection's fastest layout
     # under the shipped coefficients keeps 1.75 MiB a core (at 512 tokens it keeps 1 MiB, which fits: no loop)
     g, hw = llama_mlp(896), so.HardwareSpec()
-    ops = [o for o in g.ops.values() if o.kind != "view"]
+    ops = g.compute_ops()
     gate = g.ops["gate"].output
     sizes = output_footprints(g, ops, hw, default())
     assert g.tensors[gate].nbytes // hw.cores <= LARGE_FRACTION * hw.planner_lx_bytes

@@ -133,5 +133,5 @@ def main(argv: list[str] | None = None) -> None:
         names = args.workloads.split(",")
         ranking(names, args.time_limit, args.tolerance, coef)
         for name in names:
-            if len([o for o in so.workloads.get(name).ops.values() if o.kind != "view"]) == 1:
+            if len(so.workloads.get(name).compute_ops()) == 1:
                 candidate_ranking(name, args.tolerance, coef)

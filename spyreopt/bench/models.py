@@ -64,7 +64,7 @@ def _row(name, phase, seq, context, layers, backend, time_limit, seed, simulate)
         graph = preset(name, phase=phase, seq=seq, context=context, layers=layers)
         plan = solve(graph, backend=backend, time_limit=time_limit, seed=seed)
     except SpyreoptError as exc:
-        ops = 0 if graph is None else sum(o.kind != "view" for o in graph.ops.values())
+        ops = 0 if graph is None else len(graph.compute_ops())
         return Row(
             "models", name, backend, "error", None, None, None, time.perf_counter() - start, False, ops, str(exc)[:200]
         )

@@ -11,8 +11,8 @@ from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.direct import solve_direct
 from spyreopt.errors import SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 

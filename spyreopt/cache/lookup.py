@@ -9,8 +9,8 @@ from spyreopt.cache.key import digest, key_payload
 from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.direct import solve_direct
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 

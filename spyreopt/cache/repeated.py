@@ -32,13 +32,12 @@ from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients, default
 from spyreopt.direct import solve_direct
 from spyreopt.errors import PlanError, SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
-from spyreopt.model.plan_check import offer
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.addresses import place_assignment
 
@@ -190,9 +189,8 @@ def stitch(
     objective = problem.formulation.evaluate(assignment)
     sol = Solution(tuple(assignment), offsets, status, objective, message=message)
     plan = decode(problem, sol, backend=backend, seed=seed)
-    offer(plan, problem)  # the check reuses this Problem when it is the one it would build (half its time)
     try:
-        plan.validate()
+        plan.validate(problem)  # the check reuses this Problem when it is the one it would build (half its time)
     except PlanError as exc:
         return _replaced(problem, sol, backend, seed, exc)
     return plan
@@ -210,9 +208,8 @@ def _replaced(problem: Problem, sol: Solution, backend: str, seed: int, why: Pla
     note = f"; addresses re-placed on the full graph (the segments' were invalid there: {why})"
     fresh = Solution(sol.assignment, offsets, sol.status, sol.objective, message=sol.message + note)
     plan = decode(problem, fresh, backend=backend, seed=seed)
-    offer(plan, problem)
     try:
-        plan.validate()
+        plan.validate(problem)
     except PlanError as exc:
         raise PlanError(f"decompose: the stitched plan is invalid even with fresh addresses: {exc}") from exc
     plan.stats["stitch_repair"] = {"replaced_addresses": True, "why": str(why)}

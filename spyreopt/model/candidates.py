@@ -33,7 +33,8 @@ from spyreopt.model.division import (
     project,
     reduction_split,
 )
-from spyreopt.model.graph import TRANSCENDENTAL, Graph, Op, Tensor
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import TRANSCENDENTAL, Op, Tensor
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import (
     Box,

@@ -20,7 +20,7 @@ from spyreopt.costmodel.spyre import EdgeQuantities
 from spyreopt.model import memo
 from spyreopt.model.candidates import OpCandidates, analyse_edge, restick_traffic
 from spyreopt.model.division import reduction_split
-from spyreopt.model.graph import Tensor
+from spyreopt.model.graph_parts import Tensor
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.sharing import busiest_shared, read_sharing
 

@@ -146,7 +146,7 @@ class Problem:
                     f"tensor {t.name!r}: {t.nbytes} bytes exceed device memory {self.hw.device_memory_bytes}"
                 )
         self._check_device_memory()
-        self.ops = [o for o in graph.ops.values() if o.kind != "view"]
+        self.ops = graph.compute_ops()
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.fixed = fixed
         self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to

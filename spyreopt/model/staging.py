@@ -32,9 +32,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spyreopt.costmodel.spyre import to_ps
-from spyreopt.model.candidates import analyse_edge
+from spyreopt.errors import PlanError
+from spyreopt.model.candidates import analyse_edge, resolve
 from spyreopt.model.formulation import Edge
 from spyreopt.model.layout import box_padded_bytes
+from spyreopt.model.plan_data import EdgePlan, TensorPlan
 
 
 @dataclass(frozen=True)
@@ -302,8 +304,6 @@ def decoded(problem, assignment, offsets) -> tuple[list, list]:
     """The plan records of an assignment's staging: a TensorPlan per kept input (``producer`` is its loader,
     residency ``lx``, the kept buffer's address, bytes per core and lifetime) and an EdgePlan per read of the
     kept slices (mode ``inplace`` or ``relayout`` with its copy, producer the loader)."""
-    from spyreopt.model.plan import EdgePlan, TensorPlan
-
     tensors, edges = [], []
     index = stage_edge_index(problem)
     intervals = problem.formulation.edges
@@ -336,9 +336,6 @@ def decoded(problem, assignment, offsets) -> tuple[list, list]:
 def plan_masks(graph, ops: list, tensors: list, edges: list) -> dict[str, int]:
     """Each op's staging bits as a plan records them (``decoded``): the loader of every kept graph input, and
     every op reading kept slices (an edge whose tensor is a graph input or weight)."""
-    from spyreopt.errors import PlanError
-    from spyreopt.model.candidates import resolve
-
     masks: dict[str, int] = {}
     by_name = {o.name: o for o in ops}
     for t in tensors:

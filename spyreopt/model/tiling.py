@@ -35,7 +35,7 @@ from spyreopt.errors import PlanError
 from spyreopt.model import memo
 from spyreopt.model.candidates import Layout, OpCandidates, dma_requests, op_signature, resolve
 from spyreopt.model.formulation import Edge
-from spyreopt.model.plan import LoopPlan
+from spyreopt.model.plan_data import LoopPlan
 from spyreopt.model.tiling_rules import TILE_COUNTS, Tile, first_tile, tile_reason
 
 KEEP_PER_TILING = 4  # tiled layouts kept per (dim, tile count, staged) besides the aligned ones, fastest alone

@@ -1,6 +1,6 @@
 """Greedy at real widths (hidden 4,096, intermediate 14,336, 32 heads, 8 KV heads, 128 tokens): ms per op, build included.
 
-Each size is a ``so.models.decoder`` stack solved with ``so.solve(g, backend="greedy")`` in a fresh process;
+Each size is a ``so.presets.decoder`` stack solved with ``so.solve(g, backend="greedy")`` in a fresh process;
 the clock starts at the call, so the Problem build, presolve, search, decode and the plan check all count.
 Wall and process CPU time are both printed: on a shared, loaded machine the CPU figure is the one to trust.
 Target (issue 30): at most 1 ms per op from 300 to 5,000 ops.

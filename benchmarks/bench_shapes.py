@@ -1,6 +1,6 @@
 """Whole decoders at shapes the tests do not use: public model configs, prefill and decode, odd token counts.
 
-Each case is ``spyreopt.models.decoder`` (a Llama-family decoder) at one public
+Each case is ``spyreopt.presets.decoder`` (a Llama-family decoder) at one public
 config's sizes (layers, hidden, heads, KV heads, intermediate, vocabulary, head
 dim), solved with ``auto`` at the default limit, the clock started before the
 graph is built, and validated. What it is for: a planner tuned to the presets
@@ -17,7 +17,7 @@ import time
 
 import spyreopt as so
 from spyreopt.errors import SpyreoptError
-from spyreopt.models import decoder
+from spyreopt.presets import decoder
 
 # name: (layers, hidden, heads, kv_heads, intermediate, vocab, head_dim or None), from each model's config.json
 CONFIGS = {

@@ -21,22 +21,22 @@ _EXPORTS = {
     "SpyreoptError": "spyreopt.errors",
     "Formulation": "spyreopt.model.formulation",
     "Graph": "spyreopt.model.graph",
-    "DTYPES": "spyreopt.model.graph",
-    "POINTWISE_FUNCTIONS": "spyreopt.model.graph",
-    "REDUCTIONS": "spyreopt.model.graph",
+    "DTYPES": "spyreopt.model.graph_parts",
+    "POINTWISE_FUNCTIONS": "spyreopt.model.graph_parts",
+    "REDUCTIONS": "spyreopt.model.graph_parts",
     "Plan": "spyreopt.model.plan",
     "Problem": "spyreopt.model.problem",
-    "HardwareSpec": "spyreopt.hw.spec",
+    "HardwareSpec": "spyreopt.model.hardware",
     "SimResult": "spyreopt.hw.simulator",
     "simulate": "spyreopt.hw.simulator",
     "check_execution": "spyreopt.hw.execute",
     "execute": "spyreopt.hw.execute",
     "reference": "spyreopt.hw.execute",
-    "solve": "spyreopt.api",
+    "solve": "spyreopt.solving.entry",
     "solve_many": "spyreopt.batch",
     "PlanCache": "spyreopt.cache.store",
 }
-_SUBMODULES = ("models", "workloads")
+_SUBMODULES = ("presets", "workloads")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 __version__ = "0.1.0"

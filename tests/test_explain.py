@@ -7,8 +7,8 @@ import pytest
 import spyreopt as so
 from spyreopt.cli import main
 from spyreopt.errors import PlanError
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.explain import fixed_cost
+from spyreopt.model.explain_problem import fixed_cost
+from spyreopt.model.hardware import HardwareSpec
 
 WORKLOADS = ("softmax", "mlp", "sdpa", "layernorm", "mha", "relayout", "transformer_block")
 
@@ -111,7 +111,7 @@ def test_a_forbidden_capability_is_named_and_the_best_alternative_respects_it():
 
 def test_a_whole_model_plan_is_explained_op_by_op():
     """A four-layer decoder planned one layer at a time and stitched: every op and edge gets its reason."""
-    from spyreopt.models import preset
+    from spyreopt.presets import get as preset
 
     plan = so.solve(preset("tiny", layers=4), backend="greedy", decompose="layers")
     ex = plan.explain()

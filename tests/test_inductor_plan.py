@@ -12,7 +12,7 @@ import spyreopt as so  # noqa: E402
 import spyreopt.integrations.inductor as si  # noqa: E402
 from spyreopt.errors import SolverError  # noqa: E402
 from spyreopt.integrations.inductor import examples, families  # noqa: E402
-from spyreopt.model.plan import EDGE_MODES  # noqa: E402
+from spyreopt.model.plan_data import EDGE_MODES  # noqa: E402
 from spyreopt.solvers import registry  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
@@ -130,7 +130,7 @@ def test_full_mode_attaches_the_decisions_before_scheduling(monkeypatch):
 def test_side_by_side_parts_cover_the_builder_and_captured_ops():
     from spyreopt.bench.inductor_llama import PARTS, _part_of_builder, _part_of_module, _parts
 
-    g = so.models.preset("tiny", seq=16, layers=2)
+    g = so.presets.get("tiny", seq=16, layers=2)
     plan = so.solve(g, backend="greedy", time_limit=5)
     parts = _parts(plan, _part_of_builder)
     assert set(parts) == set(PARTS) and all(parts[p] > 0 for p in ("attention", "mlp", "norms", "lm_head"))

@@ -9,9 +9,9 @@ import pytest
 
 import spyreopt as so
 from spyreopt.hw.execute import check_execution
+from spyreopt.model.check.plans import fixed_problem
 from spyreopt.model.formulation import fill_members
 from spyreopt.model.inplace import donors
-from spyreopt.model.plan_check import fixed_problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
 from spyreopt.reproduce import device_memory_bytes, softmax_graph
 from spyreopt.solvers.addresses import place_assignment
@@ -157,7 +157,7 @@ def test_a_writer_whose_buffer_is_widened_over_a_loop_takes_no_donor():
     buffer starts at scores' step, beside scores' own; writing over scores then overlapped it, and anneal's
     plan failed the formulation's check ("overlap in address while both live")."""
     from spyreopt.model.tiling import node_interval
-    from spyreopt.models import decoder
+    from spyreopt.presets import decoder
 
     problem = so.Problem(decoder(1, 1536, 12, 2, 8960, 1000, name="qwen_layer"))
     widened = {problem.ops[v].name for v in range(len(problem.ops)) if node_interval(problem, v)[0] < v}

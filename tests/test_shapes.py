@@ -2,7 +2,7 @@
 8,192, prefill and decode) plan and validate with every backend and ``auto``, whole and decomposed into layers.
 
 The stitched plan of a decomposition must never be refused: a cut the stitched check rejects is repaired
-(``cache.repeated``), never given up. The default run draws 10 shapes (one backend each, small limits); the slow
+(``solving.layers``), never given up. The default run draws 10 shapes (one backend each, small limits); the slow
 run draws 200 and plans each with every backend.
 """
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import spyreopt as so
-from spyreopt.models import decoder
+from spyreopt.presets import decoder
 from spyreopt.solvers.registry import names
 
 BACKENDS = ["auto", *names()]
@@ -77,7 +77,7 @@ def test_llama_at_512_tokens_gets_a_plan_whose_stitched_addresses_were_repaired(
     """The stitched plan of the Llama-3-8B layers at 512 tokens was refused ("'l0.scale_scores' writes in place
     over operand 0 ..."): fixed untiled on the full graph, that op becomes its operand's last reader, which the
     segment's Problem (with tiled candidates widening its interval) did not make it; its addresses are re-placed."""
-    plan = so.solve(so.models.preset("llama-3-8b", seq=512, layers=2), backend="anneal", decompose="layers",
+    plan = so.solve(so.presets.get("llama-3-8b", seq=512, layers=2), backend="anneal", decompose="layers",
                     time_limit=3.0)  # fmt: skip
     plan.validate()
     assert plan.stats["stitch_repair"]["replaced_addresses"] and "scale_scores" in plan.stats["stitch_repair"]["why"]

@@ -62,9 +62,9 @@ def test_comparisons_tell_equal_bytes_of_other_shapes_apart():
 def test_repeated_layers_share_their_stage_and_alias_tables_with_equal_values():
     """Readers of a staged input in every layer get one table per signature, equal to the table a build that
     shares nothing between ops computes (every op its own signature id, as each op's own key did before)."""
-    p = Problem(so.models.preset("tiny", layers=3))
+    p = Problem(so.presets.get("tiny", layers=3))
     f = p.formulation
-    alone = Problem(so.models.preset("tiny", layers=3))
+    alone = Problem(so.presets.get("tiny", layers=3))
     alone.sig = list(range(len(alone.ops)))  # equal ids still mean equal layouts; no two ops share an id
     ref = alone.formulation
     assert len(f.edges) == len(ref.edges)

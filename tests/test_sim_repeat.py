@@ -7,7 +7,7 @@ import pytest
 import spyreopt as so
 from spyreopt.cli import main
 from spyreopt.hw.simulator import simulate
-from spyreopt.models import preset
+from spyreopt.presets import get as preset
 
 
 @pytest.fixture(scope="module")

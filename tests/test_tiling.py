@@ -17,17 +17,9 @@ from spyreopt.costmodel.coefficients import default
 from spyreopt.errors import PlanError
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.model.tiling import (
-    LARGE_FRACTION,
-    edge_loop_classes,
-    guard_edges,
-    node_interval,
-    output_footprints,
-    staged_tensors_of,
-    tile_counts,
-    tiled_layout,
-)
+from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, staged_tensors_of, tiled_layout
 from spyreopt.model.tiling_rules import Tile, tile_reason
+from spyreopt.model.tiling_scope import LARGE_FRACTION, output_footprints, tile_counts
 from spyreopt.testing.formulations import unplaced_optimum
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner
@@ -343,7 +335,7 @@ def test_an_intermediate_is_large_when_its_producers_fastest_layout_cannot_keep_
     # 896 tokens: the even split (784 KiB a core) is under half a scratchpad, the gate projection's fastest layout
     # under the shipped coefficients keeps 1.75 MiB a core (at 512 tokens it keeps 1 MiB, which fits: no loop)
     g, hw = llama_mlp(896), so.HardwareSpec()
-    ops = [o for o in g.ops.values() if o.kind != "view"]
+    ops = g.compute_ops()
     gate = g.ops["gate"].output
     sizes = output_footprints(g, ops, hw, default())
     assert g.tensors[gate].nbytes // hw.cores <= LARGE_FRACTION * hw.planner_lx_bytes
@@ -376,7 +368,7 @@ def _tile_counts(g: so.Graph) -> tuple[int, ...]:
 def test_tile_counts_reach_a_tensor_no_power_of_two_in_range_divides():
     """Scores of 8 x 4 heads over 1,000 tokens: 1,000 is 8 x 125, so no count from 16 up tiles them; divisors of
     1,000 near the need are searched instead. Where a power of two divides, only powers of two are."""
-    from spyreopt.models import decoder
+    from spyreopt.presets import decoder
 
     assert _tile_counts(so.workloads.get("long_attention")) == (8, 16, 32)  # 1,536 = 3 x 512 rows
     layer = decoder(1, 2048, 32, 8, 8192, 1000, name="layer")

@@ -1,4 +1,4 @@
-"""Builder vs captured: the Llama-3-8B decoder planned from ``so.models.preset`` and from
+"""Builder vs captured: the Llama-3-8B decoder planned from ``so.presets.get`` and from
 ``torch.compile`` of Hugging Face's ``LlamaForCausalLM`` (weights on ``meta``), side by side.
 
 Each side runs in its own process (so each peak resident memory is its own) with the default
@@ -65,7 +65,7 @@ def _peak_mb() -> float:
 def builder_side(layers: int, phase: str, seq: int, context: int) -> dict:
     import spyreopt as so
 
-    g = so.models.preset("llama-3-8b", phase=phase, seq=seq if phase == "prefill" else 1, context=context
+    g = so.presets.get("llama-3-8b", phase=phase, seq=seq if phase == "prefill" else 1, context=context
                          if phase == "decode" else None, layers=layers)  # fmt: skip
     start = time.perf_counter()
     plan = so.solve(g)

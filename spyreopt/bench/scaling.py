@@ -89,7 +89,7 @@ def greedy_one(layers: int, time_limit: float = 10.0) -> dict:
 
     import spyreopt as so
 
-    g = so.models.decoder(layers=layers, **REAL_WIDTHS)
+    g = so.presets.decoder(layers=layers, **REAL_WIDTHS)
     wall, cpu = time.perf_counter(), time.process_time()
     plan = so.solve(g, backend="greedy", time_limit=time_limit)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -67,7 +67,7 @@ class SimRows:
 
 def build(data: sweep_eval.SweepData, picks: np.ndarray) -> SimRows:
     """Plan every mapped row's picked configuration once (the plans do not depend on the simulator)."""
-    from spyreopt.fixed import plan_for  # plans sit above calibrate's imports
+    from spyreopt.solving.fixed import plan_for  # plans sit above calibrate's imports
 
     configs = [c for i in data.mapped for c in data.programs[i].configs]
     key_of: dict = {}

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from spyreopt import limits, workloads
-from spyreopt.api import solve
 from spyreopt.cli import read_file
 from spyreopt.errors import GraphError, SpyreoptError
 from spyreopt.limits import check_limit
@@ -16,6 +15,7 @@ from spyreopt.model.plan_summary import summary_line
 from spyreopt.model.plan_table import edge_lines, notes
 from spyreopt.model.restrict import load_pin
 from spyreopt.solvers.registry import names as backend_names
+from spyreopt.solving.entry import solve
 
 MODEL_PREFIX = "model:"
 
@@ -23,7 +23,7 @@ MODEL_PREFIX = "model:"
 def load_graph(target: str, args: argparse.Namespace | None = None) -> Graph:
     """A built-in workload name, a path to a graph JSON file, or ``model:PRESET`` (shaped by --seq etc.)."""
     if target.startswith(MODEL_PREFIX):
-        from spyreopt.models import preset
+        from spyreopt.presets import get as preset
 
         seq, phase, context, layers = (getattr(args, k, None) for k in ("seq", "phase", "context", "layers"))
         return preset(target[len(MODEL_PREFIX) :], phase=phase or "prefill", seq=seq, context=context, layers=layers)
@@ -67,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _workloads(args: argparse.Namespace) -> int:
-    from spyreopt.models import PRESETS
+    from spyreopt.presets import PRESETS
 
     scale = {name: "model scale, tiled loops" for name in workloads.TILED}
     for name in [*workloads.names(), *workloads.EXTRA]:

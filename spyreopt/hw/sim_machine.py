@@ -17,7 +17,7 @@ from importlib import resources
 from math import ceil, prod
 
 from spyreopt.errors import FormatError
-from spyreopt.model.graph import TRANSCENDENTAL
+from spyreopt.model.graph_parts import TRANSCENDENTAL
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from spyreopt.errors import GraphError
 from spyreopt.model.graph import Graph
-from spyreopt.models.decoder import decoder
+from spyreopt.presets.decoder import decoder
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,12 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def presets() -> list[str]:
+def names() -> list[str]:
     """The preset names."""
     return list(PRESETS)
 
 
-def preset(
+def get(
     name: str,
     phase: str = "prefill",
     seq: int | None = None,

@@ -12,7 +12,9 @@ import pytest
 import spyreopt as so
 from spyreopt.cli import main
 from spyreopt.hw.sim_numpy import random_inputs
-from spyreopt.models import decoder, preset, presets
+from spyreopt.presets import decoder
+from spyreopt.presets import get as preset
+from spyreopt.presets import names as presets
 
 SMALL = {"hidden": 32, "heads": 4, "kv_heads": 2, "intermediate": 64}  # head_dim 8, 2 query heads per kv head
 
@@ -254,7 +256,7 @@ def test_ctrl_c_in_a_layer_decomposition_finishes_with_greedy(tmp_path, monkeypa
 
     ctrl_c.solve = solve
     monkeypatch.setitem(sys.modules, "ctrl_c_backend", ctrl_c)
-    monkeypatch.setitem(registry.BACKENDS, "ctrl_c", "ctrl_c_backend")
+    monkeypatch.setitem(registry.BACKENDS, "ctrl_c", registry.Backend("ctrl_c_backend"))
     g = preset("tiny", phase="decode", layers=3)
     plan = so.solve(g, backend="ctrl_c", decompose="layers", cache=tmp_path)
     plan.validate()

@@ -56,7 +56,7 @@ LNS_MIN_SECONDS = 2.0  # below this planned budget CP-SAT's reductions (its LP) 
 # problem: 1.3 s on a Llama-3-8B attention layer; on transformer_block a 1.2 s CP-SAT stage ends on the clock, a
 # 2 s one proves the optimum in 1.1 s
 
-# --- the contest engine, backend ``trws`` (``solvers.engine_start``) ---
+# --- the contest engine, backend ``trws`` (``solvers.trws``) ---
 ROUND_SECONDS_PER_ENTRY = 2e-7  # one engine round per table entry
 ROUND_SECONDS_MIN = 2e-3  # the floor of one round (prices, repair and polish on a tiny problem)
 ENGINE_MIN_SECONDS = 0.5  # below this planned budget the engine's fixed work (reductions, repair, placement)

@@ -42,7 +42,7 @@ BACKENDS: dict[str, Backend] = {
     "anneal": Backend("spyreopt.solvers.anneal"),
     "cpsat": Backend("spyreopt.solvers.cpsat"),
     "milp": Backend("spyreopt.solvers.milp"),
-    "trws": Backend("spyreopt.solvers.engine_start"),  # the contest engine's start, then anneal
+    "trws": Backend("spyreopt.solvers.trws"),  # the contest engine's start, then anneal
     "hbm": Backend("spyreopt.solvers.baselines", "hbm", reads="problem"),
     "independent": Backend("spyreopt.solvers.baselines", "independent", reads="problem"),
 }

@@ -15,7 +15,7 @@
   continues from the best plan so far and the better plan is kept. When CP-SAT's
   share is under ``EXACT_MIN_SECONDS`` anneal gets the search (method **anneal**).
 * **trws+anneal+lns**: a larger problem gets the contest engine's plan
-  (``solvers.engine_start``: TRW-S and forest DP under usage prices, made
+  (``solvers.trws``: TRW-S and forest DP under usage prices, made
   valid and placed; kept when better than the start plan; skipped, and the
   method is then **anneal+lns**, when its share of the budget is under
   ``ENGINE_MIN_SECONDS``), is annealed from the better start, then CP-SAT's

@@ -57,8 +57,8 @@ def _loads(tr: Lowered, body: acc.Body, syms, ranges: tuple[int, ...]) -> list[t
         raise Unsupported("masked loads (padding, concatenation or a slice of a slice)")
     out, seen = [], set()
     for name, index in body.loads:
-        if (name, str(index)) not in seen:
-            seen.add((name, str(index)))
+        if (name, index) not in seen:
+            seen.add((name, index))
             info = tr.info(name)
             order = acc.gathered(index, syms, body.indirect)
             if order is None:

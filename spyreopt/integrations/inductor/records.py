@@ -82,6 +82,7 @@ class CapturedGraph:
     matmuls: list = field(default_factory=list)  # translate.MatmulInfo
     inductor_nodes: dict[str, int] = field(default_factory=dict)
     buffer_tensor: dict[str, str] = field(default_factory=dict)  # Inductor buffer -> the tensor holding its data
+    buffer_strides: dict[str, tuple[int | None, ...]] = field(default_factory=dict)  # its dims' storage strides
     origins: dict[str, Origin] = field(default_factory=dict)  # Inductor buffer -> module path and source op
     capture_seconds: float = 0.0
     solve_seconds: float | None = None

@@ -64,6 +64,8 @@ class Translation:
     matmuls: list[MatmulInfo]
     inductor_nodes: Counter = field(default_factory=Counter)  # IR node type -> count
     buffer_tensor: dict[str, str] = field(default_factory=dict)  # Inductor buffer -> the tensor holding its data
+    buffer_strides: dict[str, tuple[int | None, ...]] = field(default_factory=dict)  # per dim of that tensor:
+    # its stride in the buffer's storage (None: a unit dim)
 
     def counts(self) -> dict[str, int]:
         c = Counter(o.kind for o in self.graph.ops.values())
@@ -94,8 +96,10 @@ class Translator(Lowered):
         read = {x for o in self.g.ops.values() for x in o.inputs}
         for name in (self.rows & self.g.tensors.keys()) - read:  # every reader took a regrouped alias
             del self.g.tensors[name]
-        held = {k: v.name for k, v in self.t.items() if k == v.buffer and v.name in self.g.tensors}
-        return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes, held)
+        own = {k: v for k, v in self.t.items() if k == v.buffer and v.name in self.g.tensors}
+        held = {k: v.name for k, v in own.items()}
+        strides = {k: tuple(d.stride if d else None for d in v.dims) for k, v in own.items()}
+        return Translation(self.g, self.op_buffer, self.opaque, self.notes, self.matmuls, self.nodes, held, strides)
 
     def _translate(self, node: ir.Operation) -> None:
         kernel = getattr(node, "python_kernel_name", None)

@@ -70,6 +70,15 @@ def captured_group(op: str, kind: str, buffer: str, module: str | None, source: 
     return "masks_positions"  # the model's own forward, rotary_emb, embed_tokens
 
 
+def captured_groups(record) -> dict[str, str]:
+    """Every planned op of a ``CapturedGraph`` -> its group."""
+    return {
+        o.name: captured_group(o.name, o.kind, record.op_buffer.get(o.name, o.name), record.origin(o.name).module,
+                               record.origin(o.name).source)
+        for o in record.plan.ops
+    }  # fmt: skip
+
+
 def grouped(group_of: dict[str, str], plan) -> dict[str, float]:
     """A plan's predicted us per group (``group_of``: op -> group), every group present."""
     out = dict.fromkeys(GROUPS, 0.0)

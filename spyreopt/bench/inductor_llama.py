@@ -25,7 +25,7 @@ import sys
 import time
 from collections import Counter
 
-from spyreopt.bench.inductor_groups import builder_group, captured_group, difference_table, grouped
+from spyreopt.bench.inductor_groups import builder_group, captured_groups, difference_table, grouped
 
 SIDES = ("builder", "captured", "captured_gqa")
 
@@ -65,16 +65,12 @@ def captured_side(layers: int, phase: str, seq: int, context: int, gqa: bool = F
     if r.plan is None:
         return {"side": side, "error": r.error, "peak_mb": _peak_mb()}
 
-    def group(op: str) -> str:
-        buffer = r.op_buffer.get(op, op)
-        return captured_group(op, r.graph.ops[op].kind, buffer, r.origin(op).module, r.origin(op).source)
-
     return {
         "side": side, "ops": {k: v for k, v in r.counts.items() if v}, "predicted_us": round(r.plan.cost_us, 1),
         "simulated_us": round(so.simulate(r.plan).time_us, 1), "solve_s": round(r.solve_seconds, 2),
         "method": r.plan.stats.get("auto", {}).get("method"), "compile_s": round(compile_s, 1),
         "pass_s": round(r.capture_seconds + r.solve_seconds, 2), "unnamed": len(r.unnamed),
-        "groups": grouped({o.name: group(o.name) for o in r.plan.ops}, r.plan), "peak_mb": _peak_mb(),
+        "groups": grouped(captured_groups(r), r.plan), "peak_mb": _peak_mb(),
         "load": _load(),
     }  # fmt: skip
 

@@ -13,6 +13,7 @@ from no module at all (a plain function) get ``None``; they are counted and list
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -55,6 +56,16 @@ def _module(fx_node, memo: dict | None = None) -> str | None:
 
 def _target(fx_node) -> str:
     target = getattr(fx_node, "target", fx_node)
+    try:
+        return _target_name(target)
+    except TypeError:  # an unhashable target
+        return _target_name.__wrapped__(target)
+
+
+@functools.cache
+def _target_name(target) -> str:
+    """An FX target's name (``aten.mm``); memoised: targets are ATen's global op objects, and printing
+    one is slow enough to matter over the ~30,000 origins of a 32-layer model."""
     name = target if isinstance(target, str) else str(getattr(target, "__name__", None) or target)
     if hasattr(target, "_schema"):  # an OpOverload: aten.mm.default
         name = str(target)

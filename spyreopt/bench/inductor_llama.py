@@ -38,29 +38,31 @@ def _load() -> float:
     return round(os.getloadavg()[0], 1)
 
 
-def builder_side(layers: int, phase: str, seq: int, context: int) -> dict:
+def builder_side(layers: int, phase: str, seq: int, context: int, time_limit: float) -> dict:
     import spyreopt as so
 
     g = so.presets.get("llama-3-8b", phase=phase, seq=seq if phase == "prefill" else 1, context=context
                          if phase == "decode" else None, layers=layers)  # fmt: skip
     start = time.perf_counter()
-    plan = so.solve(g)
+    plan = so.solve(g, time_limit=time_limit)
     solve_s = time.perf_counter() - start
     return {
         "side": "builder", "ops": dict(sorted(Counter(o.kind for o in g.ops.values()).items())),
         "predicted_us": round(plan.cost_us, 1), "simulated_us": round(so.simulate(plan).time_us, 1),
-        "solve_s": round(solve_s, 2), "method": plan.stats.get("auto", {}).get("method"),
+        "solve_s": round(solve_s, 2), "method": plan.stats.get("auto", {}).get("method"), "cut": _cut(plan),
         "groups": grouped({o.name: builder_group(o.name) for o in plan.ops}, plan), "peak_mb": _peak_mb(),
         "load": _load(),
     }  # fmt: skip
 
 
-def captured_side(layers: int, phase: str, seq: int, context: int, gqa: bool = False) -> dict:
+def captured_side(layers: int, phase: str, seq: int, context: int, time_limit: float, gqa: bool = False) -> dict:
     import spyreopt as so
     from spyreopt.bench.inductor import compile_llama
 
     side = "captured_gqa" if gqa else "captured"
-    compile_s, records = compile_llama(layers, seq, context if phase == "decode" else 0, {"mode": "analysis"}, gqa)
+    compile_s, records = compile_llama(
+        layers, seq, context if phase == "decode" else 0, {"mode": "analysis", "time_limit": time_limit}, gqa
+    )
     (r,) = [x for x in records if x.graph is not None] or records
     if r.plan is None:
         return {"side": side, "error": r.error, "peak_mb": _peak_mb()}
@@ -68,16 +70,21 @@ def captured_side(layers: int, phase: str, seq: int, context: int, gqa: bool = F
     return {
         "side": side, "ops": {k: v for k, v in r.counts.items() if v}, "predicted_us": round(r.plan.cost_us, 1),
         "simulated_us": round(so.simulate(r.plan).time_us, 1), "solve_s": round(r.solve_seconds, 2),
-        "method": r.plan.stats.get("auto", {}).get("method"), "compile_s": round(compile_s, 1),
+        "method": r.plan.stats.get("auto", {}).get("method"), "cut": _cut(r.plan), "compile_s": round(compile_s, 1),
         "pass_s": round(r.capture_seconds + r.solve_seconds, 2), "unnamed": len(r.unnamed),
         "groups": grouped(captured_groups(r), r.plan), "peak_mb": _peak_mb(),
         "load": _load(),
     }  # fmt: skip
 
 
-def _child(side: str, layers: int, phase: str, seq: int, context: int) -> dict:
+def _cut(plan) -> bool:
+    """A stage stopped on the clock, not on its deterministic budget: the plan depends on the load."""
+    return bool(plan.stats.get("auto", {}).get("budget_cut"))
+
+
+def _child(side: str, layers: int, phase: str, seq: int, context: int, time_limit: float) -> dict:
     cmd = [sys.executable, "-m", "spyreopt.bench.inductor_llama", "--child", side, "--layers", str(layers),
-           "--phase", phase, "--seq", str(seq), "--context", str(context)]  # fmt: skip
+           "--phase", phase, "--seq", str(seq), "--context", str(context), "--time-limit", str(time_limit)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode or not lines:
@@ -86,7 +93,7 @@ def _child(side: str, layers: int, phase: str, seq: int, context: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    cols = ["phase", "side", "ops", "predicted_us", "simulated_us", "solve_s", "peak_mb", "method", "compile_s",
+    cols = ["phase", "side", "ops", "predicted_us", "simulated_us", "solve_s", "peak_mb", "method", "cut", "compile_s",
             "pass_s", "unnamed", "load"]  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -104,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--seq", type=int, default=1024, help="prefill tokens")
     ap.add_argument("--context", type=int, default=1024, help="decode: cached positions attended")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="both sides (the pass's default)")
     ap.add_argument("--phases", default="prefill,decode")
     ap.add_argument("--sides", default=",".join(SIDES), help=f"any of {', '.join(SIDES)}")
     ap.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
@@ -113,13 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         run = builder_side if args.child == "builder" else captured_side
         extra = (True,) if args.child == "captured_gqa" else ()
-        print(json.dumps(run(args.layers, args.phase, args.seq, args.context, *extra)))
+        print(json.dumps(run(args.layers, args.phase, args.seq, args.context, args.time_limit, *extra)))
         return 0
     rows = []
     for phase in args.phases.split(","):
         for side in args.sides.split(","):
             print(f"# {phase}: {side} ...", file=sys.stderr)
-            rows.append({"phase": phase} | _child(side, args.layers, phase, args.seq, args.context))
+            rows.append({"phase": phase} | _child(side, args.layers, phase, args.seq, args.context, args.time_limit))
     print(table(rows))
     if args.json:
         with open(args.json, "w") as fh:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch._inductor import ir
 
-from spyreopt.integrations.inductor import access as acc
+import spyreopt.integrations.inductor.access as acc
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.lowered import Lowered
 from spyreopt.integrations.inductor.operands import Builder, MatmulInfo

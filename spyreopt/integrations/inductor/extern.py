@@ -17,7 +17,7 @@ import math
 
 from torch._inductor import ir
 
-from spyreopt.integrations.inductor import access as acc
+import spyreopt.integrations.inductor.access as acc
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.lowered import Lowered
 from spyreopt.integrations.inductor.operands import MatmulInfo, TInfo, out_dims

@@ -11,7 +11,7 @@ from collections import Counter
 
 from torch._inductor import ir
 
-from spyreopt.integrations.inductor import access as acc
+import spyreopt.integrations.inductor.access as acc
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.groups import Grouping, group_loop
 from spyreopt.integrations.inductor.operands import Builder, TInfo, out_dims

@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 
 from torch._inductor import ir
 
+import spyreopt.integrations.inductor.access as acc
+import spyreopt.integrations.inductor.attention as attention
+import spyreopt.integrations.inductor.extern as extern
+import spyreopt.integrations.inductor.loops as loops
 from spyreopt.errors import GraphError
-from spyreopt.integrations.inductor import access as acc
-from spyreopt.integrations.inductor import attention, extern, loops
 from spyreopt.integrations.inductor.access import Unsupported
 from spyreopt.integrations.inductor.groups import group_loop
 from spyreopt.integrations.inductor.lowered import Lowered

@@ -79,7 +79,7 @@ def captured_side(layers: int, phase: str, seq: int, context: int, time_limit: f
 
 def _cut(plan) -> bool:
     """A stage stopped on the clock, not on its deterministic budget: the plan depends on the load."""
-    return bool(plan.stats.get("auto", {}).get("budget_cut"))
+    return bool(plan.stats.get("timing", {}).get("auto", {}).get("budget_cut"))
 
 
 def _child(side: str, layers: int, phase: str, seq: int, context: int, time_limit: float) -> dict:

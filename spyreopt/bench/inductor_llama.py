@@ -73,8 +73,15 @@ def captured_side(layers: int, phase: str, seq: int, context: int, time_limit: f
         "method": r.plan.stats.get("auto", {}).get("method"), "cut": _cut(r.plan), "compile_s": round(compile_s, 1),
         "pass_s": round(r.capture_seconds + r.solve_seconds, 2), "unnamed": len(r.unnamed),
         "groups": grouped(captured_groups(r), r.plan), "peak_mb": _peak_mb(),
-        "load": _load(),
+        "load": _load(), "where_s": _where(r),
     }  # fmt: skip
+
+
+def _where(r) -> dict[str, float]:
+    """Where the pass's seconds went: translation (with the names), then auto's phases and its search stages."""
+    auto = r.plan.stats.get("timing", {}).get("auto", {})
+    out = {"translate": r.capture_seconds} | dict(auto.get("phases", {})) | {"search": sum(auto.get("stages", []))}
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def _cut(plan) -> bool:
@@ -103,6 +110,13 @@ def table(rows: list[dict]) -> str:
             cells.append(", ".join(f"{k} {n}" for k, n in v.items()) if isinstance(v, dict) else "-" if v is None else
                          str(v))  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
+    where = [r for r in rows if r.get("where_s")]
+    if where:
+        keys = list(dict.fromkeys(k for r in where for k in r["where_s"]))
+        lines += ["", "where the pass's seconds went", "", "| phase | side | " + " | ".join(keys) + " |",
+                  "|---|---|" + "---:|" * len(keys)]  # fmt: skip
+        lines += [f"| {r['phase']} | {r['side']} | " + " | ".join(str(r["where_s"].get(k, "-")) for k in keys) + " |"
+                  for r in where]  # fmt: skip
     return "\n".join(lines) + "\n" + difference_table(rows)
 
 

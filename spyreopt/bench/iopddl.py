@@ -56,9 +56,7 @@ def iopddl_suite(
                 rows.append(Row("iopddl", f.name, label, sol.status, float(cost), None, None, time.perf_counter() - start,
                                 feasible, len(f.nodes), f"score {s:.4f}" if s is not None else ""))  # fmt: skip
             except SpyreoptError as exc:
-                rows.append(
-                    Row.failed("iopddl", f.name, backend, time.perf_counter() - start, len(f.nodes), exc)
-                )
+                rows.append(Row.failed("iopddl", f.name, backend, time.perf_counter() - start, len(f.nodes), exc))
             bar.update()
     bar.close()
     return rows

@@ -3,6 +3,10 @@
     python scripts/plan_fingerprints.py --out before.json          # on the old tree
     python scripts/plan_fingerprints.py --compare before.json      # on the new tree: exit 1 on any difference
 
+On a loaded machine give both runs ``--slow-clock 16``: every deadline then passes 16 times later in real time
+(``time.perf_counter`` and ``time.monotonic`` run slow), while every work budget, a function of the limits only,
+stays the same; so runs end on their budgets, and two trees compare where the clock would otherwise cut them.
+
 Each record is the SHA-256 of the plan's JSON without timings (``Plan.to_json()``), or of the IOPDDL strategy
 list, per backend. Only backends that stop on a work budget (greedy, anneal, CP-SAT with deterministic time,
 trws, and auto) are compared, and a record whose run a clock cut is marked so: those may differ honestly.
@@ -69,13 +73,26 @@ def fingerprints(quick: bool) -> dict[str, dict]:
     return out
 
 
+def _slow_clock(factor: float) -> None:
+    """``time.perf_counter`` and ``time.monotonic`` running ``factor`` times slow from now on."""
+    import time
+
+    for name in ("perf_counter", "monotonic"):
+        real = getattr(time, name)
+        t0 = real()
+        setattr(time, name, lambda real=real, t0=t0: t0 + (real() - t0) / factor)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", help="write the fingerprints here")
     g.add_argument("--compare", help="compare with fingerprints written before; exit 1 on a difference")
     p.add_argument("--quick", action="store_true", help="greedy and auto only on the workloads")
+    p.add_argument("--slow-clock", type=float, default=1.0, help="run the clock this many times slow (load)")
     args = p.parse_args(argv)
+    if args.slow_clock != 1.0:
+        _slow_clock(args.slow_clock)
     now = fingerprints(args.quick)
     if args.out:
         Path(args.out).write_text(json.dumps(now, indent=1, sort_keys=True))

@@ -28,12 +28,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from spyreopt.api import solve
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
+from spyreopt.solving.entry import solve
 
 COLUMNS = ("workload", "hardware", "backend", "status", "cost_us", "solve_s", "valid", "error", "attempts")
 POLL_SECONDS = 0.05  # only for executors whose futures neither concurrent.futures nor distributed can wait on

@@ -6,7 +6,7 @@ it encloses (a context variable, so nested solves share the earliest one); ``cur
 stage asks for the time left.
 
 Budgets stay deterministic: a stage's *planned* share is a function of the limit and the problem's size at
-the nominal rates below (never measured), so a run whose stages all finish within their plan gives the same
+the nominal rates of ``spyreopt.rates`` (never measured at run time), so a run whose stages all finish within their plan gives the same
 plan on every machine. Only when the clock is shorter than the plan does a stage get cut, and then the
 ``Deadline`` records it (``cut``), as it records a fallback (another, faster method answered): a plan
 carries both in ``plan.stats["limits"]`` = ``{"cut": [{"stage", "by", "reached_us"}], "fallback": None|str}``
@@ -24,17 +24,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from spyreopt.errors import SolverError
+from spyreopt.rates import BUILD_SECONDS_PER_OP, FINISH_SECONDS_PER_OP, STARTUP_SECONDS
 
 PAST_DEADLINE = "deadline"  # the stage recorded when the answer itself came after the deadline
 
-# nominal (never measured) costs that turn a time limit into deterministic planned budgets
-BUILD_SECONDS_PER_OP = 0.05  # building a problem, per compute op (0.016 to 0.034 s measured on this machine
-# under load for the built-in workloads, 0.04 for a Llama-3-8B layer built cold)
-FINISH_SECONDS_PER_OP = 0.002  # decoding and validating the plan, per compute op
 SEARCH_SHARE = 0.8  # of the limit left after the nominal build and finish: what the search stages may plan
 MIN_SEARCH_SECONDS = 0.2  # the planned search budget never goes below this (the clock then cuts it, said so)
-STARTUP_SECONDS = 0.6  # a command's interpreter start-up and imports (0.4 to 0.7 s measured idle on this machine,
-# ``python -X importtime -c "import spyreopt.cli.solve"``): a command plans its stages on the limit less this
 
 _ACTIVE: ContextVar[Deadline | None] = ContextVar("spyreopt_deadline", default=None)
 
@@ -186,7 +181,11 @@ def summary(report: dict | None) -> str:
     parts = []
     for c in report["cut"]:
         reached = "" if c["reached_us"] is None else f" at {c['reached_us']:,.3f} us"
-        parts.append(f"answered after the deadline{reached}" if c["stage"] == PAST_DEADLINE else f"{c['stage']} cut by the {c['by']}{reached}")
+        parts.append(
+            f"answered after the deadline{reached}"
+            if c["stage"] == PAST_DEADLINE
+            else f"{c['stage']} cut by the {c['by']}{reached}"
+        )
     if report["fallback"]:
         parts.append(f"fallback: {report['fallback']} answered")
     return "limited (below what the method normally reaches): " + ", ".join(parts)

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from spyreopt.api import solve
 from spyreopt.calibrate.sampling import Config, Sample, reference_coefficients
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.hw.spec import HardwareSpec
+from spyreopt.model.check.plans import fixed_problem
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
-from spyreopt.model.plan_check import fixed_problem
 from spyreopt.model.staging import plan_masks
+from spyreopt.solving.entry import solve
 from spyreopt.workloads import get as get_workload
 
 Row = dict[str, Any]

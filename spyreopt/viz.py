@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from spyreopt.model.division import label
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.plan_table import AGGREGATE_OPS, groups_of, repeated_ops
 
@@ -238,8 +239,6 @@ def plan_overview(plan: Plan) -> Figure:
 
 
 def _capacity(plan: Plan) -> int:
-    from spyreopt.hw.spec import HardwareSpec
-
     return HardwareSpec.from_dict(plan.hardware).planner_lx_bytes
 
 

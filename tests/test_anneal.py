@@ -144,14 +144,14 @@ def test_registered_under_its_name():
 @pytest.mark.parametrize("name", ["B", "G"])
 def test_iopddl_guide_reaches_the_contest_best(name):
     """A few guide rounds (a few seconds) reach the best contest cost within 1% on the real instances."""
-    from spyreopt.formats.iopddl import BEST_KNOWN, load_iopddl
+    from spyreopt.formats.iopddl import best_known, load_iopddl
 
     path = IOPDDL / f"asplos-2025-iopddl-{name}.json.gz"
     assert path.exists(), f"{path} is missing: the vendored test data (tests/data/SOURCE.md) must be in the clone"
     f = load_iopddl(path)
     sol = anneal.solve(f, time_limit=60, seed=0, steps=0, rounds=30)
     assert f.violations(sol.assignment) == []
-    assert BEST_KNOWN[f"asplos-2025-iopddl-{name}"] / sol.objective >= 0.99
+    assert best_known(f"asplos-2025-iopddl-{name}") / sol.objective >= 0.99
 
 
 @pytest.mark.parametrize(

@@ -202,7 +202,8 @@ def test_no_traceback_reaches_stderr_of_a_real_process(argv, files):
 
 
 def test_scores_print_enough_digits_to_tell_one_from_nearly_one():
-    from spyreopt.cli.iopddl import _score
+    from spyreopt.formats.iopddl import format_score, score
 
-    assert _score(999_998, 1_000_000, True) != _score(1_000_000, 1_000_000, True)
-    assert _score(1, 0, True) == _score(1, 2, False) == f"{0.0:.6f}"
+    b = "asplos-2025-iopddl-B"
+    assert format_score(score(b, 532_844, True)) != format_score(score(b, 532_843, True)) == "1.000000"
+    assert format_score(score(b, 0, True)) == format_score(score(b, 2, False)) == f"{0.0:.6f}"

@@ -62,7 +62,7 @@ def test_formulation_indexes_match_a_scan():
 
 def test_overlap_sweep_names_the_first_clashing_pair_of_a_full_scan():
     from spyreopt.errors import PlanError
-    from spyreopt.model.plan_check import _check_overlaps
+    from spyreopt.model.check.plans import _check_overlaps
 
     rng = np.random.default_rng(3)
     clashes = 0

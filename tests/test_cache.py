@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spyreopt as so
-from spyreopt.cache import PlanCache, cut_points, problem_key, solve_cached, split
+from spyreopt.cache import PlanCache, problem_key
 from spyreopt.cache.key import canonical_graph
-from spyreopt.cache.segments import Schedule
 from spyreopt.costmodel.coefficients import default
 from spyreopt.errors import SolverError
+from spyreopt.solving.segments import Schedule, cut_points, split
 
 # ---- graphs built from a name-free spec, under any names and leaf order ---------------------------
 
@@ -186,7 +186,7 @@ def test_hit_returns_the_same_plan_and_counts(tmp_path):
 
 
 def so_solve(g, cache, **kw):
-    return solve_cached(g, "greedy", cache=cache, **kw)
+    return so.solve(g, "greedy", cache=cache, **kw)
 
 
 def test_hit_is_relabelled_to_the_callers_names(tmp_path):
@@ -229,7 +229,7 @@ def test_stale_entry_is_dropped_and_solved_again(tmp_path):
 
 def _solve_in_process(args):
     name, directory = args
-    plan = solve_cached(so.workloads.get(name), "greedy", cache=directory)
+    plan = so.solve(so.workloads.get(name), "greedy", cache=directory)
     return plan.stats["timing"]["cache"]["hit"], plan.to_json()
 
 
@@ -275,7 +275,7 @@ def test_split_cuts_whole_layers_and_leaves_unrepeated_graphs_whole(stack):
 
 
 def test_decomposed_plan_reuses_layers_validates_and_fixes_boundaries(stack, tmp_path):
-    plan = solve_cached(stack, "greedy", decompose="layers")
+    plan = so.solve(stack, "greedy", decompose="layers")
     d = plan.stats["decomposition"]
     # every layer maps [1, S, E] to [1, S, E]: one distinct segment, solved once and reused three times
     assert (d["segments"], d["distinct"], d["reused"]) == (4, 1, 3)
@@ -295,8 +295,8 @@ def test_decomposed_plan_reuses_layers_validates_and_fixes_boundaries(stack, tmp
     full = so.solve(stack, backend="greedy")
     assert plan.cost_us <= full.cost_us * 1.1  # the hbm boundary costs little here
     with PlanCache(tmp_path) as cache:
-        cold = solve_cached(stack, "greedy", decompose="layers", cache=cache)
-        warm = solve_cached(stack, "greedy", decompose="layers", cache=cache)
+        cold = so.solve(stack, "greedy", decompose="layers", cache=cache)
+        warm = so.solve(stack, "greedy", decompose="layers", cache=cache)
     assert cold.stats["timing"]["decomposition"]["solved"] == 1
     assert warm.stats["timing"]["decomposition"]["solved"] == 0
     assert warm.stats["timing"]["decomposition"]["cache_hits"] == 1
@@ -305,14 +305,14 @@ def test_decomposed_plan_reuses_layers_validates_and_fixes_boundaries(stack, tmp
 
 def test_decompose_on_a_graph_without_repeats_is_the_plain_solve():
     g = so.workloads.get("mlp")
-    plan = solve_cached(g, "greedy", decompose="layers")
+    plan = so.solve(g, "greedy", decompose="layers")
     assert plan.stats["decomposition"]["segments"] == 1
     assert plan.ops == so.solve(g, backend="greedy").ops
 
 
 def test_bad_decompose_value():
     with pytest.raises(SolverError, match="decompose"):
-        solve_cached(so.workloads.get("mlp"), decompose="heads")
+        so.solve(so.workloads.get("mlp"), decompose="heads")
 
 
 # ---- command line ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The contest engine: judge on hand instances, exact reductions, determinism, feasibility, time limits, scores."""
+"""The contest engine: exact reductions, determinism, feasibility, time limits, scores (judged by ``evaluate_iopddl``)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,18 @@ import json
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from spyreopt.cli import main as cli_main
-from spyreopt.contest.evaluate import judge
 from spyreopt.contest.kernels import total_cost
-from spyreopt.contest.load import contest_table, instance_from_document
 from spyreopt.contest.reduce import reduce_instance
 from spyreopt.contest.search import Search, build_graph
-from spyreopt.contest.solve import solve_document
+from spyreopt.contest.solve import solve_instance
 from spyreopt.errors import FormatError
-from spyreopt.formats.iopddl import evaluate_iopddl, read_json
+from spyreopt.formats.iopddl import contest_table, evaluate_iopddl, read_instance, validate
 from spyreopt.testing.formulations import iopddl_document
 
 BIG = 10**18
@@ -41,43 +40,19 @@ def bench_file(name: str) -> Path:
 doc = iopddl_document
 
 
-# ---- the judge on hand instances ---------------------------------------------
-def test_judge_parallel_edges_row_major_and_half_open_intervals():
-    d = doc(
-        [(0, 2), (2, 4)],
-        [[1, 2], [10, 20, 30]],
-        [[5, 6], [5, 1, 9]],
-        edge_nodes=[(0, 1), (1, 0)],
-        edge_costs=[[100, 200, 300, 400, 500, 600], [7, 8, 9, 10, 11, 12]],
-        limit=6,
-    )
-    v = judge(d, [1, 2])  # edge 0 at 1*3+2, reversed edge at 2*2+1
-    assert v.cost == 2 + 30 + 600 + 12
-    assert not v.feasible and v.peak_usage == 9 and v.steps_over_limit == 2
-    v = judge(d, [1, 1])  # [0,2) and [2,4) never overlap: peak 6 equals the limit
-    assert v.feasible and v.peak_usage == 6
-
-
-def test_judge_sums_beyond_int64_exactly():
-    d = doc([(0, 0)] * 3, [[BIG], [BIG], [BIG]], [[0], [0], [0]], edge_nodes=[(0, 1)], edge_costs=[[BIG]])
-    assert judge(d, [0, 0, 0]).cost == 4 * BIG
-
-
-def test_judge_rejects_bad_solutions():
-    d = doc([(0, 1)], [[1, 2]], [[0, 0]])
-    with pytest.raises(FormatError, match=r"solution\[0\]"):
-        judge(d, [2])
-    with pytest.raises(FormatError, match="entries"):
-        judge(d, [0, 0])
+def judge(d, solution) -> SimpleNamespace:
+    """The one judge's verdict as attributes."""
+    cost, feasible, details = evaluate_iopddl(d, solution)
+    return SimpleNamespace(cost=cost, feasible=feasible, peak_usage=details["peak_usage"])
 
 
 def test_loader_names_the_bad_field():
     d = doc([(0, 1)], [[1, 2]], [[0]])
     with pytest.raises(FormatError, match=r"usages\[0\]"):
-        instance_from_document(d)
+        validate(d)
     d = doc([(0, 1), (0, 1)], [[1], [2]], [[0], [0]], edge_nodes=[(0, 1)], edge_costs=[[1, 2]])
     with pytest.raises(FormatError, match=r"edges.costs\[0\]"):
-        instance_from_document(d)
+        validate(d)
 
 
 def test_contest_table_has_all_25_instances():
@@ -113,7 +88,7 @@ def test_reductions_keep_the_optimum_and_the_costs(seed):
     brute = min(
         (v.cost for v in (judge(d, list(s)) for s in itertools.product(*map(range, ks))) if v.feasible), default=None
     )
-    r = reduce_instance(instance_from_document(d))
+    r = reduce_instance(validate(d))
     best = None
     for x in itertools.product(*map(range, r.k)):
         x = np.array(x, np.int64)
@@ -129,21 +104,11 @@ def test_reductions_keep_the_optimum_and_the_costs(seed):
 # ---- the search on a real instance ------------------------------------------------
 @pytest.fixture(scope="module")
 def b_doc():
-    return read_json(bench_file("asplos-2025-iopddl-B.json.gz"))
-
-
-def test_judge_agrees_with_the_formats_evaluator(b_doc):
-    rng = np.random.default_rng(0)
-    ks = [len(c) for c in b_doc["problem"]["nodes"]["costs"]]
-    for _ in range(3):
-        sol = [int(rng.integers(0, kk)) for kk in ks]
-        v = judge(b_doc, sol)
-        cost, feasible, details = evaluate_iopddl(b_doc, sol)
-        assert (v.cost, v.feasible, v.peak_usage) == (cost, feasible, details["peak_usage"])
+    return read_instance(bench_file("asplos-2025-iopddl-B.json.gz"))
 
 
 def test_same_seed_same_solution_and_feasible(b_doc):
-    r = reduce_instance(instance_from_document(b_doc))
+    r = reduce_instance(b_doc)
     runs = [Search(r, build_graph(r), 3).run(time.monotonic() + 120, max_rounds=40) for _ in range(2)]
     assert not runs[0].cut_by_clock
     assert np.array_equal(runs[0].x, runs[1].x) and runs[0].cost == runs[1].cost
@@ -153,7 +118,7 @@ def test_same_seed_same_solution_and_feasible(b_doc):
 
 def test_time_limit_is_honoured(b_doc):
     start = time.monotonic()
-    out = solve_document(b_doc, 6.0, start=start)
+    out = solve_instance(b_doc, 6.0, start=start)
     assert time.monotonic() - start <= 6.0 + 1.5
     assert judge(b_doc, out.solution).feasible
 
@@ -171,9 +136,9 @@ def test_cli_default_writes_a_feasible_solution(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("letter", ["B", "G"])
 def test_b_and_g_reach_the_best_contest_cost(letter):
-    d = read_json(bench_file(f"asplos-2025-iopddl-{letter}.json.gz"))
-    name = d["problem"]["name"]
-    out = solve_document(d, contest_table()[name]["time_limit"])
+    d = read_instance(bench_file(f"asplos-2025-iopddl-{letter}.json.gz"))
+    name = d.name
+    out = solve_instance(d, contest_table()[name]["time_limit"])
     v = judge(d, out.solution)
     assert v.feasible and v.cost == contest_table()[name]["best_cost"]
 
@@ -200,7 +165,7 @@ def test_warm_wait_never_waits_past_its_deadline():
     assert done == all(p.exitcode == 0 for p in procs)
 
 
-def test_solve_document_falls_back_when_the_kernels_are_not_ready(monkeypatch):
+def test_solve_instance_falls_back_when_the_kernels_are_not_ready(monkeypatch):
     """The fallback answers, and the outcome says so (the stage cut, the fallback's name)."""
     from spyreopt.contest import solve as contest_solve
     from spyreopt.contest import warm
@@ -208,9 +173,9 @@ def test_solve_document_falls_back_when_the_kernels_are_not_ready(monkeypatch):
     monkeypatch.setattr(warm, "wait", lambda procs, deadline: False)
     doc = {"problem": {"name": "t", "nodes": {"intervals": [[0, 1]], "costs": [[3, 1]], "usages": [[0, 0]]},
                        "edges": {"nodes": [], "costs": []}, "usage_limit": 1}}  # fmt: skip
-    out = contest_solve.solve_document(doc, 5.0, fallback=lambda d, inst, s: ([1], 1.0, "greedy"))
+    out = contest_solve.solve_instance(validate(doc), 5.0, fallback=lambda inst, s: ([1], 1.0, "greedy"))
     assert out.solution == [1] and out.limits["fallback"] == "greedy" and out.limits["cut"]
-    lean = contest_solve.solve_document(doc, 5.0)  # by default numpy's least-usage strategies answer
+    lean = contest_solve.solve_instance(validate(doc), 5.0)  # by default numpy's least-usage strategies answer
     assert lean.limits["fallback"] == "lean" and judge(doc, lean.solution).feasible
 
 
@@ -229,7 +194,7 @@ def test_trws_decodes_the_optimum_of_a_tree(seed):
         edge_nodes=[(p, i + 1) for i, p in enumerate(parents)],
         edge_costs=[rng.integers(0, 50, k * k).tolist() for _ in parents],
     )
-    r = reduce_instance(instance_from_document(d))
+    r = reduce_instance(validate(d))
     assert r.n == n and len(r.ea) == n - 1  # nothing merged or fixed: the tree is intact
     g = build_graph(r)
     s = Search(r, g, 0)
@@ -238,3 +203,29 @@ def test_trws_decodes_the_optimum_of_a_tree(seed):
     trws_iterate(msg, g.moff, g.rev, r.cost, 5, x, r.k, r.off, g.ptr, g.nbr, g.edg, g.fst, r.eoff, r.ecost)
     best = min(s.cost(np.array(y)) for y in itertools.product(range(k), repeat=n))
     assert s.cost(x) == best
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_region_step_is_exact_on_its_region_and_never_loses(seed):
+    """The MILP over a region, the rest fixed, finds the best completion by brute force over that region, and
+    a step keeps the incumbent unless the answer is cheaper and within the limit."""
+    from spyreopt.contest.merge import FINITE
+    from spyreopt.contest.region import improve
+
+    rng = np.random.default_rng(seed)
+    r = reduce_instance(validate(random_doc(rng, 7)))
+    s = Search(r, build_graph(r), 0)
+    x = s.lean_start()
+    free = np.flatnonzero(r.k > 1)
+    if len(free) < 2 or (s.profile(x) > r.usage_limit).any() or s.cost(x) >= FINITE:
+        pytest.skip("nothing to re-optimise on this draw")
+    region = free[: max(2, len(free) - 1)]
+    step = improve(r, x, s.cost, region, 30.0)
+    assert step.finished and s.cost(step.x) <= s.cost(x) and (s.profile(step.x) <= r.usage_limit).all()
+    best = s.cost(x)
+    for y in itertools.product(*(range(r.k[g]) for g in region)):
+        z = x.copy()
+        z[region] = y
+        if (s.profile(z) <= r.usage_limit).all():
+            best = min(best, s.cost(z))
+    assert s.cost(step.x) == best and step.improved == (best < s.cost(x))

@@ -81,7 +81,7 @@ def test_an_m_split_reads_the_weight_once_from_device_memory():
     """An m split of 32 replicates the weight's reads on every core: device memory serves it once, so the
     model's bytes and the simulator's bytes are the distinct bytes, and each core's delivery rate binds."""
     import spyreopt as so
-    from spyreopt.fixed import plan_for
+    from spyreopt.solving.fixed import plan_for
 
     weight, x = 4096 * 4096 * 2, 32 * 4096 * 2
     times = []
@@ -130,7 +130,8 @@ def test_relayout_charges_the_bytes_a_core_takes_in_from_others():
     """Rows split 8 ways to columns split 8 ways: each core keeps an eighth of its copy and takes the rest in
     over the ring (the published 8-core relayout: 229 KB of 262 KB into each core in 8.72 us)."""
     import spyreopt as so
-    from spyreopt.model.candidates import OpCandidates, analyse_edge
+    from spyreopt.model.candidates import OpCandidates
+    from spyreopt.model.edge_analysis import analyse_edge
 
     g = so.Graph("r")
     y = g.pointwise("neg", g.input("x", (1024, 1024)), name="p")

@@ -8,7 +8,8 @@ from dataclasses import fields
 from pathlib import Path
 
 import spyreopt as so
-from spyreopt.model.plan import EdgePlan, LoopPlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.plan import Plan
+from spyreopt.model.plan_data import EdgePlan, LoopPlan, OpPlan, TensorPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 

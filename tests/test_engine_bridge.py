@@ -1,4 +1,4 @@
-"""The bridge from a Formulation to the contest engine (``solvers.engine_start``, backend "trws")."""
+"""The bridge from a Formulation to the contest engine (``solvers.trws``, backend "trws")."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from spyreopt.contest.reduce import BIG
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node
-from spyreopt.solvers import engine_start as es
 from spyreopt.solvers import greedy
+from spyreopt.solvers import trws as es
 from spyreopt.solvers.registry import solve_formulation
 from spyreopt.testing.formulations import random_formulation
 

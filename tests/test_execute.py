@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 import spyreopt as so
 from spyreopt.errors import GraphError, PlanError
-from spyreopt.fixed import plan_for
 from spyreopt.hw.execute import check_execution, execute, reference
 from spyreopt.hw.sim_numpy import POINTWISE, random_inputs
 from spyreopt.hw.sim_sticks import decode, encode
 from spyreopt.hw.simulator import simulate
 from spyreopt.model.candidates import OpCandidates
-from spyreopt.model.graph import POINTWISE_FNS
+from spyreopt.model.graph_parts import POINTWISE_FNS
 from spyreopt.model.layout import _address
+from spyreopt.solving.fixed import plan_for
 from spyreopt.testing import strategies as sst
 
 # big_matmul at full size is 1.5 GB of float32: execute a scaled copy whose span limit

@@ -7,8 +7,8 @@ import pytest
 import spyreopt as so
 from spyreopt.cli import main
 from spyreopt.errors import PlanError
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.explain import fixed_cost
+from spyreopt.model.explain_problem import fixed_cost
+from spyreopt.model.hardware import HardwareSpec
 
 WORKLOADS = ("softmax", "mlp", "sdpa", "layernorm", "mha", "relayout", "transformer_block")
 

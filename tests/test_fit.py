@@ -18,8 +18,9 @@ from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError
 from spyreopt.hw.sim_flows import ring_path
 from spyreopt.hw.sim_machine import requests
-from spyreopt.hw.spec import HardwareSpec
-from spyreopt.model.candidates import OpCandidates, dma_requests, ring_traffic
+from spyreopt.model.candidates import OpCandidates, dma_requests
+from spyreopt.model.edge_analysis import ring_traffic
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import box_padded_bytes
 from spyreopt.model.problem import Problem
 

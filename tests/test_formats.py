@@ -10,7 +10,7 @@ import pytest
 import spyreopt as so
 from spyreopt.cli import main
 from spyreopt.model.graph import GRAPH_VERSION
-from spyreopt.model.plan import PLAN_VERSION
+from spyreopt.model.plan_data import PLAN_VERSION
 
 
 def _plan():

@@ -12,7 +12,7 @@ import spyreopt as so  # noqa: E402
 import spyreopt.integrations.inductor as si  # noqa: E402
 from spyreopt.errors import SolverError  # noqa: E402
 from spyreopt.integrations.inductor import examples, families  # noqa: E402
-from spyreopt.model.plan import EDGE_MODES  # noqa: E402
+from spyreopt.model.plan_data import EDGE_MODES  # noqa: E402
 from spyreopt.solvers import registry  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")

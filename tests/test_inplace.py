@@ -9,9 +9,9 @@ import pytest
 
 import spyreopt as so
 from spyreopt.hw.execute import check_execution
+from spyreopt.model.check.plans import fixed_problem
 from spyreopt.model.formulation import fill_members
 from spyreopt.model.inplace import donors
-from spyreopt.model.plan_check import fixed_problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
 from spyreopt.reproduce import device_memory_bytes, softmax_graph
 from spyreopt.solvers.addresses import place_assignment

@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 
 from spyreopt.errors import FormatError
-from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, parse_problem, read_json, save_solution
+from spyreopt.formats.iopddl import (
+    best_known,
+    evaluate_iopddl,
+    load_iopddl,
+    read_instance,
+    read_json,
+    save_solution,
+    validate,
+)
 from spyreopt.model.formulation import Affine, Edge, Formulation, MaxTerm, Node, Placement
 from spyreopt.solvers.presolve import reduce_formulation
 from spyreopt.solvers.registry import solve_formulation
@@ -105,7 +113,7 @@ def test_loader_agrees_with_evaluator_on_real_instances(instance):
     data, f = instance
     p = data["problem"]
     assert len(f.nodes) == len(p["nodes"]["costs"]) and len(f.edges) == len(p["edges"]["nodes"])
-    assert f.usage_limit == p["usage_limit"] and f.name in BEST_KNOWN
+    assert f.usage_limit == p["usage_limit"] and best_known(f.name) is not None
     rng = np.random.default_rng(7)
     lowest = [int(np.argmin(n.usages)) for n in f.nodes]  # the least memory: feasible on these instances
     assignments = [lowest] + [[int(rng.integers(n.num_candidates)) for n in f.nodes] for _ in range(15)]
@@ -193,7 +201,7 @@ def test_bad_file_is_a_format_error(tmp_path):
     with pytest.raises(FormatError, match="not valid JSON"):
         load_iopddl(bad)
     with pytest.raises(FormatError, match="problem: expected an object"):
-        parse_problem([1, 2])
+        validate([1, 2])
 
 
 # ---- exact reductions, proved by brute force ---------------------------------
@@ -384,7 +392,7 @@ def random_allowed_assignment(g: Formulation, seed: int) -> list[int]:
 
 def test_reduction_of_real_instances(instance):
     data, f = instance
-    bound = BEST_KNOWN[f.name] * 3  # a bound only prunes: any value >= the optimum keeps it exact
+    bound = best_known(f.name) * 3  # a bound only prunes: any value >= the optimum keeps it exact
     red = reduce_formulation(f, upper_bound=bound)
     g = red.formulation
     assert red.stats["active_nodes"] < len(f.nodes) / 2 and red.stats["follower"] > 300
@@ -406,7 +414,7 @@ def test_milp_proves_the_contest_best_optimal_on_b():
     f = load_iopddl(data)
     sol = solve_formulation(f, "milp", time_limit=120, seed=0)
     cost, feasible, _ = evaluate_iopddl(data, list(sol.assignment))
-    assert feasible and cost == sol.objective == BEST_KNOWN[f.name]
+    assert feasible and cost == sol.objective == best_known(f.name)
     assert sol.status == "optimal" and sol.bound == sol.objective
 
 
@@ -459,3 +467,47 @@ def test_the_chain_maps_back_a_valid_plan_no_worse_than_greedy():
         assert sol.objective == f.evaluate(sol.assignment) >= best
         assert sol.objective <= solve_formulation(f, "greedy", time_limit=5, presolve=False).objective
         assert "presolve" in sol.stats
+
+
+# ---- the fast reader ------------------------------------------------------------
+@pytest.mark.parametrize("path", INSTANCES, ids=lambda p: p.name)
+def test_fast_reader_gives_the_exact_paths_arrays(path):
+    from spyreopt.formats.iopddl_read import _fast, read_bytes
+
+    assert _fast(read_bytes(path).strip()) is not None  # the contest's compact files take the fast path
+    fast, exact = read_instance(path), validate(read_json(path))
+    for field in ("k", "off", "cost", "usage", "lo", "hi", "endoff", "ends", "eoff", "ecost"):
+        assert np.array_equal(getattr(fast, field), getattr(exact, field)), field
+    assert (fast.name, fast.usage_limit) == (exact.name, exact.usage_limit)
+
+
+GOOD_TEXT = json.dumps(GOOD, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOD_TEXT,
+        GOOD_TEXT.replace("[[1,2],[3]]", "[[1,2],3,[3]]"),  # a bare number among the rows
+        GOOD_TEXT.replace("[[1,2],[3]]", "[[1,2],[[3]]]"),  # a nested row
+        GOOD_TEXT.replace("[[1,2],[3]]", "[[1,2],[]]"),  # an empty row
+        GOOD_TEXT.replace("[[1,2],[3]]", "[[1.5,2],[3]]"),  # a float
+        GOOD_TEXT.replace("[[1,2],[3]]", "[[9223372036854775808,2],[3]]"),  # beyond int64
+        GOOD_TEXT.replace("[[1,2],[3]]", "[[-1,2],[3]]"),  # negative
+        GOOD_TEXT.replace('"name":"t"', '"name":"a [b]"'),  # brackets in a string
+        GOOD_TEXT.replace("[[1,2],[3]]", '[[1,2],[3]],"extra":[[1]]'),  # another list of rows
+        json.dumps(GOOD),  # whitespace: the exact path
+    ],
+)
+def test_fast_reader_accepts_and_rejects_what_the_exact_path_does(tmp_path, text):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    try:
+        expected = validate(json.loads(text))
+    except (FormatError, ValueError) as exc:
+        with pytest.raises(FormatError, match=str(exc).split(":")[0].replace("[", r"\[").replace("]", r"\]")):
+            read_instance(path)
+        return
+    got = read_instance(path)
+    assert np.array_equal(got.cost, expected.cost) and np.array_equal(got.ecost, expected.ecost)
+    assert np.array_equal(got.k, expected.k) and got.name == expected.name

@@ -4,8 +4,9 @@ import pytest
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.model.candidates import OpCandidates, analyse_edge
+from spyreopt.model.candidates import OpCandidates
 from spyreopt.model.division import enumerate_divisions, iteration_box, label, owners, parse_label
+from spyreopt.model.edge_analysis import analyse_edge
 from spyreopt.model.layout import contiguous_runs, num_sticks, padded_bytes, span_bytes
 from spyreopt.model.opspace import op_space
 

@@ -77,14 +77,13 @@ def test_unknown_options_are_rejected_by_every_backend():
 
 @pytest.mark.parametrize("backend", ["auto", "greedy"])
 def test_a_stitched_plan_that_cannot_be_repaired_is_replanned_not_refused(backend, monkeypatch):
-    from spyreopt.cache import repeated
     from spyreopt.errors import PlanError
+    from spyreopt.solving import layers
 
     def refuse(*args, **kwargs):
         raise PlanError("decompose: refused for the test")
 
-    monkeypatch.setattr(repeated, "stitch", refuse)
-    monkeypatch.setattr("spyreopt.auto.stitch", refuse)
+    monkeypatch.setattr(layers, "stitch", refuse)  # the one stitch, for auto and decompose="layers" alike
     graph = so.presets.get("tiny", seq=16)
     plan = so.solve(graph, backend=backend, decompose="layers" if backend != "auto" else None, time_limit=5.0)
     plan.validate()

@@ -1,4 +1,4 @@
-"""Loop legality (model/loop_check.py): each rule has a plan that breaks only it, so a test
+"""Loop legality (model/check/loops.py): each rule has a plan that breaks only it, so a test
 fails if the rule is dropped. Loop plans are made by hand from untiled plans
 (``spyreopt.testing.loops.with_loop``), independently of the planner's loop choice."""
 
@@ -11,13 +11,13 @@ import pytest
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.fixed import plan_for
-from spyreopt.model.loop_check import check_loops
+from spyreopt.model.check.loops import check_loops
+from spyreopt.solving.fixed import plan_for
 from spyreopt.testing.loops import with_loop
 
 
 def _compute(g: so.Graph) -> list[str]:
-    return [o.name for o in g.ops.values() if o.kind != "view"]
+    return [o.name for o in g.compute_ops()]
 
 
 @cache

@@ -13,15 +13,15 @@ from test_loop_check import matmul_loop, mutate, sdpa_loop, softmax_loop
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.fixed import plan_for
 from spyreopt.hw.execute import check_execution, execute, reference
 from spyreopt.hw.simulator import simulate
-from spyreopt.model.loop_check import check_loops
+from spyreopt.model.check.loops import check_loops
+from spyreopt.solving.fixed import plan_for
 from spyreopt.testing.loops import with_loop
 
 
 def _ops(g: so.Graph) -> list[str]:
-    return [o.name for o in g.ops.values() if o.kind != "view"]
+    return [o.name for o in g.compute_ops()]
 
 
 # ---- numeric execution -----------------------------------------------------------

@@ -256,7 +256,7 @@ def test_ctrl_c_in_a_layer_decomposition_finishes_with_greedy(tmp_path, monkeypa
 
     ctrl_c.solve = solve
     monkeypatch.setitem(sys.modules, "ctrl_c_backend", ctrl_c)
-    monkeypatch.setitem(registry.BACKENDS, "ctrl_c", "ctrl_c_backend")
+    monkeypatch.setitem(registry.BACKENDS, "ctrl_c", registry.Backend("ctrl_c_backend"))
     g = preset("tiny", phase="decode", layers=3)
     plan = so.solve(g, backend="ctrl_c", decompose="layers", cache=tmp_path)
     plan.validate()

@@ -87,7 +87,7 @@ def test_an_invalid_plan_from_a_backend_is_blamed_on_the_backend(monkeypatch):
     broken = types.ModuleType("broken_backend")
     broken.solve = solve
     monkeypatch.setitem(sys.modules, "broken_backend", broken)
-    monkeypatch.setitem(registry.BACKENDS, "broken", "broken_backend")
+    monkeypatch.setitem(registry.BACKENDS, "broken", registry.Backend("broken_backend"))
     with pytest.raises(SolverError, match=r"broken's own plan is invalid \(backend bug\)"):
         solve_formulation(f, "broken", time_limit=5, seed=0)
 

@@ -9,16 +9,16 @@ import pytest
 
 import spyreopt as so
 from spyreopt.bench import phases
-from spyreopt.cache.repeated import restricted_problem
-from spyreopt.cache.segments import split
 from spyreopt.costmodel.coefficients import default
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model import memo
-from spyreopt.model.plan_check import fixed_problem, offer
+from spyreopt.model.check.plans import fixed_problem
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 from spyreopt.presets import get as preset
 from spyreopt.solvers import greedy
 from spyreopt.solvers.registry import solve_formulation
+from spyreopt.solving.layers import restricted_problem
+from spyreopt.solving.segments import split
 
 HW, COEF = HardwareSpec(), default()
 
@@ -76,17 +76,16 @@ def test_memo_is_shared_across_problems_and_bounded(monkeypatch):
 def test_the_check_reuses_the_stitched_problem_only_when_it_is_the_same():
     plan = so.solve(preset("tiny", phase="decode", layers=2), "greedy", decompose="layers")
     problem = fixed_problem(plan)
-    offer(plan, problem)
-    assert fixed_problem(plan) is problem
-    assert fixed_problem(plan) is not problem  # an offer is used once
-    offer(plan, problem)
+    assert fixed_problem(plan, reuse=problem) is problem
+    assert fixed_problem(plan) is not problem  # only what the caller passes is reused: no state between checks
+    plan.validate(problem)
     plan.ops[0].residency = "hbm" if plan.ops[0].residency != "hbm" else "lx+hbm"
-    assert fixed_problem_or_error(plan) is not problem
+    assert fixed_problem_or_error(plan, problem) is not problem
 
 
-def fixed_problem_or_error(plan):
+def fixed_problem_or_error(plan, reuse):
     try:
-        return fixed_problem(plan)
+        return fixed_problem(plan, reuse=reuse)
     except so.PlanError:
         return None
 

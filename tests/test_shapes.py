@@ -2,7 +2,7 @@
 8,192, prefill and decode) plan and validate with every backend and ``auto``, whole and decomposed into layers.
 
 The stitched plan of a decomposition must never be refused: a cut the stitched check rejects is repaired
-(``cache.repeated``), never given up. The default run draws 10 shapes (one backend each, small limits); the slow
+(``solving.layers``), never given up. The default run draws 10 shapes (one backend each, small limits); the slow
 run draws 200 and plans each with every backend.
 """
 

@@ -12,10 +12,10 @@ import pytest
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.fixed import plan_for, simulate_op
 from spyreopt.hw.sim_flows import CoreJob, RingTransfer, run_pipeline, run_ring, share_device_memory
 from spyreopt.hw.sim_machine import Machine, SimParams
 from spyreopt.hw.simulator import PHASES, simulate
+from spyreopt.solving.fixed import plan_for, simulate_op
 
 HW = so.HardwareSpec()
 M = Machine(HW)

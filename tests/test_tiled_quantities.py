@@ -1,7 +1,7 @@
 """The quantities of tiled layouts (model.geometry, model.sharing) against their untiled bases, derived
 again here: a tiled layout slices like its base, so every edge quantity its slices decide is its base's,
 and it reads an operand without the tiled dim again every tile unless it stages it. The full Problem and
-the one-candidate Problem of a plan (``plan_check.fixed_problem``) must price a tiled plan alike."""
+the one-candidate Problem of a plan (``check.plans.fixed_problem``) must price a tiled plan alike."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections import Counter
 from functools import cache
 
 import spyreopt as so
-from spyreopt.model.candidates import analyse_edge
+from spyreopt.model.check.plans import fixed_problem
+from spyreopt.model.edge_analysis import analyse_edge
 from spyreopt.model.layout import box_padded_bytes
-from spyreopt.model.plan_check import fixed_problem
 from spyreopt.model.problem import Problem
 
 
@@ -71,7 +71,7 @@ def test_an_unstaged_invariant_operand_is_read_again_every_tile():
 
 def test_the_fixed_problem_prices_a_tiled_plan_as_the_planner_did():
     g = so.workloads.get("softmax")
-    ops = [o.name for o in g.ops.values() if o.kind != "view"]
+    ops = [o.name for o in g.compute_ops()]
     pin = {n: {"tiling": {"dim": "d0", "tiles": 4}} for n in ops}
     plan = so.solve(g, backend="greedy", time_limit=10, pin=pin)  # validated: the same check, inside
     assert plan.loops and any(e.mode == "relayout" for e in plan.edges)  # tiles relaid out between the ops
@@ -85,7 +85,7 @@ def test_a_tiled_layout_moves_each_tile_in_its_own_dma_requests():
     untiled layout (the simulator charges each; the model had charged the untiled count, 5x fast on a
     Llama attention loop's device-memory write)."""
     from spyreopt.model.candidates import dma_requests
-    from spyreopt.model.loop_check import tile_box
+    from spyreopt.model.check.loop_dims import tile_box
 
     p = _problem()
     for i in (0, 1):

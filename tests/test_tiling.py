@@ -17,17 +17,9 @@ from spyreopt.costmodel.coefficients import default
 from spyreopt.errors import PlanError
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import Restriction, check_restriction, make_problem
-from spyreopt.model.tiling import (
-    LARGE_FRACTION,
-    edge_loop_classes,
-    guard_edges,
-    node_interval,
-    output_footprints,
-    staged_tensors_of,
-    tile_counts,
-    tiled_layout,
-)
+from spyreopt.model.tiling import edge_loop_classes, guard_edges, node_interval, staged_tensors_of, tiled_layout
 from spyreopt.model.tiling_rules import Tile, tile_reason
+from spyreopt.model.tiling_scope import LARGE_FRACTION, output_footprints, tile_counts
 from spyreopt.testing.formulations import unplaced_optimum
 
 HW = so.HardwareSpec(cores=4, lx_bytes=64 * 1024, program_reserve_bytes=4096)  # 48 KiB for the planner
@@ -343,7 +335,7 @@ def test_an_intermediate_is_large_when_its_producers_fastest_layout_cannot_keep_
     # 896 tokens: the even split (784 KiB a core) is under half a scratchpad, the gate projection's fastest layout
     # under the shipped coefficients keeps 1.75 MiB a core (at 512 tokens it keeps 1 MiB, which fits: no loop)
     g, hw = llama_mlp(896), so.HardwareSpec()
-    ops = [o for o in g.ops.values() if o.kind != "view"]
+    ops = g.compute_ops()
     gate = g.ops["gate"].output
     sizes = output_footprints(g, ops, hw, default())
     assert g.tensors[gate].nbytes // hw.cores <= LARGE_FRACTION * hw.planner_lx_bytes

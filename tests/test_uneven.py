@@ -12,12 +12,12 @@ import pytest
 
 import spyreopt as so
 from spyreopt.errors import PlanError
-from spyreopt.fixed import plan_for
 from spyreopt.hw.execute import reference
 from spyreopt.model.candidates import OpCandidates
 from spyreopt.model.division import chunk, fills, legal_factors
 from spyreopt.model.problem import Problem
 from spyreopt.solvers import cpsat, milp
+from spyreopt.solving.fixed import plan_for
 from spyreopt.testing.formulations import unplaced_optimum
 
 HW = so.HardwareSpec()

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from spyreopt.bench.data import data_dir
-from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, parse_problem, read_json
+from spyreopt.formats.iopddl import best_known, evaluate_iopddl, load_iopddl, read_instance
 from spyreopt.model.formulation import Formulation
 from spyreopt.solvers import anneal, greedy
 from spyreopt.testing.synthetic import residual_stack
@@ -27,7 +27,7 @@ def run_iopddl(directory: Path, names: list[str], time_limit: float, seed: int) 
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
         path = directory / f"asplos-2025-iopddl-{name}.json.gz"
-        problem = parse_problem(read_json(path))
+        problem = read_instance(path)
         f = load_iopddl(problem)
         sol = anneal.solve(f, time_limit=time_limit, seed=seed)
         cost, feasible, _ = evaluate_iopddl(problem, sol.assignment)
@@ -35,7 +35,7 @@ def run_iopddl(directory: Path, names: list[str], time_limit: float, seed: int) 
         st = sol.stats
         print(
             f"| {name} | {sol.status} | {sol.seconds:.1f} | {cost:,} | {feasible} "
-            f"| {BEST_KNOWN[problem.name] / cost:.4f} | {st['units']} | {st['rounds']} ({st['best_round']}) "
+            f"| {best_known(problem.name) / cost:.6f} | {st['units']} | {st['rounds']} ({st['best_round']}) "
             f"| {st['steps']} | {st['moves_per_second']:.0f} |"
         )
 

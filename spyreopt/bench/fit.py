@@ -33,9 +33,9 @@ from spyreopt.calibrate.fit import evaluate, fit, format_table
 from spyreopt.calibrate.sampling import random_configs, simulate_samples
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.ranking import rank_agreement, total
-from spyreopt.fixed import plan_for
 from spyreopt.model.division import label
 from spyreopt.model.problem import Problem
+from spyreopt.solving.fixed import plan_for
 
 BACKENDS = ("greedy", "cpsat", "milp", "anneal", "independent", "hbm")
 
@@ -133,5 +133,5 @@ def main(argv: list[str] | None = None) -> None:
         names = args.workloads.split(",")
         ranking(names, args.time_limit, args.tolerance, coef)
         for name in names:
-            if len([o for o in so.workloads.get(name).ops.values() if o.kind != "view"]) == 1:
+            if len(so.workloads.get(name).compute_ops()) == 1:
                 candidate_ranking(name, args.tolerance, coef)

@@ -23,7 +23,15 @@ from tqdm import tqdm
 from spyreopt.bench.data import data_dir
 from spyreopt.bench.report import Row
 from spyreopt.errors import InfeasibleError, SolverError, SpyreoptError
-from spyreopt.formats.iopddl import BEST_KNOWN, evaluate_iopddl, load_iopddl, parse_problem, read_json, score
+from spyreopt.formats.iopddl import (
+    best_known,
+    contest_table,
+    evaluate_iopddl,
+    format_score,
+    load_iopddl,
+    read_instance,
+    score,
+)
 from spyreopt.solvers.registry import get_backend, solve_formulation
 
 
@@ -44,7 +52,7 @@ def iopddl_suite(
     rows = []
     bar = tqdm(total=len(files) * len(backends), disable=not progress, desc="iopddl", unit="solve")
     for path in files:
-        data = read_json(path)
+        data = read_instance(path)
         f = load_iopddl(data)
         for backend in backends:
             start = time.perf_counter()
@@ -54,7 +62,7 @@ def iopddl_suite(
                 s = score(f.name, cost, feasible)
                 label = f"{backend}+reduce" if reduce else backend
                 rows.append(Row("iopddl", f.name, label, sol.status, float(cost), None, None, time.perf_counter() - start,
-                                feasible, len(f.nodes), f"score {s:.4f}" if s is not None else ""))  # fmt: skip
+                                feasible, len(f.nodes), f"score {format_score(s)}" if s is not None else ""))  # fmt: skip
             except SpyreoptError as exc:
                 rows.append(Row.failed("iopddl", f.name, backend, time.perf_counter() - start, len(f.nodes), exc))
             bar.update()
@@ -62,22 +70,32 @@ def iopddl_suite(
     return rows
 
 
-def contest_suite(directory: Path, time_limit: float | None = None, seed: int = 0, progress: bool = True) -> list[Row]:
+def contest_suite(
+    directory: Path,
+    time_limit: float | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    fractions: tuple[float, ...] = (0.1, 1.0),
+) -> list[Row]:
     """The default method (``spyreopt iopddl``'s contest engine) on every contest instance found in
-    ``directory`` and its ``production/`` folder, each at its contest time limit unless ``time_limit``,
-    judged independently."""
+    ``directory`` and its ``production/`` folder, at each fraction of its contest time limit (or at
+    ``time_limit``), judged independently: score and seconds to the best answer, from the start of reading."""
     from spyreopt.contest.suite import NAMES, find_instance, run
 
     names = [n for n in NAMES if _exists(directory, n, find_instance)]
+    table = contest_table()
+    runs = [(n, None) for n in names] if time_limit is not None else [(n, f) for f in fractions for n in names]
     rows = []
-    for letter in tqdm(names, disable=not progress, desc="iopddl contest", unit="instance"):
-        (r,) = run(directory, [letter], seed=seed, time_limit=time_limit)
+    for letter, fraction in tqdm(runs, disable=not progress, desc="iopddl contest", unit="run"):
+        limit = time_limit if fraction is None else fraction * table[f"asplos-2025-iopddl-{letter}"]["time_limit"]
+        (r,) = run(directory, [letter], seed=seed, time_limit=limit)
+        at = "" if fraction is None else f" @{fraction:.0%}"
         note = (
-            f"score {r['score']:.4f}; limit {r['time_limit']:g} s; load {r['load_s']} s; best at {r['best_s']} s; "
-            f"{r['edges']:,} edges; {r['method']}"
+            f"score {format_score(r['score'])}; limit {r['time_limit']:g} s; load {r['load_s']} s; "
+            f"best at {r['best_s']} s; {r['edges']:,} edges; {r['method']}"
         )
-        rows.append(Row("iopddl", letter, "contest", "feasible" if r["feasible"] else "infeasible", float(r["cost"]),
-                        None, None, r["wall_s"], r["feasible"], r["nodes"], note))  # fmt: skip
+        rows.append(Row("iopddl", letter + at, "contest", "feasible" if r["feasible"] else "infeasible",
+                        float(r["cost"]), None, None, r["wall_s"], r["feasible"], r["nodes"], note))  # fmt: skip
     return rows
 
 
@@ -118,7 +136,7 @@ def fmt(row: dict) -> str:
     return (
         f"| {row['instance'].rsplit('-', 1)[-1]} | {row['backend']}{' +reduce' if row['reduced'] else ''} "
         f"| {row['status']} | {row.get('seconds', '')} | {'' if cost is None else f'{cost:,}'} "
-        f"| {row.get('feasible', '')} | {'' if sc is None else f'{sc:.4f}'} "
+        f"| {row.get('feasible', '')} | {'' if sc is None else format_score(sc)} "
         f"| {'' if bound is None else f'{bound:,}'} | {row.get('note', '')[:90]} |"
     )
 
@@ -147,14 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
     for letter in args.instances.split(","):
         path = data_dir(args.data, "iopddl") / f"asplos-2025-iopddl-{letter}.json.gz"
-        problem = parse_problem(read_json(path))
+        problem = read_instance(path)
         f = load_iopddl(problem)
         for name in backends:
             for reduced in modes:
                 row = run_one(problem, f, name, reduced, args.time_limit, args.seed)
                 rows.append(row)
                 print(fmt(row), flush=True)
-    known = ", ".join(f"{k.rsplit('-', 1)[-1]} {v:,}" for k, v in BEST_KNOWN.items())
+    known = ", ".join(f"{n} {best_known(f'asplos-2025-iopddl-{n}'):,}" for n in args.instances.split(","))
     print(f"best known: {known}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

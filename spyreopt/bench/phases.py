@@ -18,9 +18,9 @@ import sys
 import time
 from collections.abc import Iterable
 
-from spyreopt.api import solve
 from spyreopt.model import memo
 from spyreopt.presets.catalog import get as preset
+from spyreopt.solving.entry import solve
 
 # (preset, phase, seq): the whole-model cases at the default limit
 CASES = (("llama-3-8b", "prefill", 2048), ("llama-3-8b", "prefill", 4096), ("llama-3-8b", "decode", 1))

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from tqdm import tqdm
 
 from spyreopt import workloads
-from spyreopt.api import solve
 from spyreopt.bench.report import Row
 from spyreopt.errors import SpyreoptError
 from spyreopt.hw.simulator import simulate
@@ -23,6 +22,7 @@ from spyreopt.model.bounds import lower_bound_us
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.model.restrict import make_problem
+from spyreopt.solving.entry import solve
 
 SPYRE_BACKENDS = ("greedy", "anneal", "cpsat", "milp", "independent", "hbm")
 NO_TILING = " no-tiling"  # suffix of the rows of the same backend with forbid=("tiling",), on the tiled workloads

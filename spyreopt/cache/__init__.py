@@ -1,25 +1,13 @@
-"""Plan cache and repeated-structure solving (issue 13).
+"""The plan cache: canonical problem keys, plans on disk, and their relabelling (issue 13).
 
-- ``problem_key``: sha256 of a name-free canonical form of the planning problem.
-- ``PlanCache``: plans on disk (diskcache) by that key, relabelled on a hit.
-- ``solve_cached``: ``solve`` through a cache, optionally ``decompose="layers"``.
-- ``solve_repeated``: split the schedule at single-tensor cuts, solve each
-  distinct segment once, stitch and validate.
+- ``problem_key``: sha256 of a name-free canonical form of the planning problem (``key``).
+- ``PlanCache``: plans on disk (diskcache) by that key (``store``), relabelled on a hit (``relabel``).
+
+Solving through the cache, and the layer decomposition that keys each segment, are the solve wing's
+(``spyreopt.solving``): ``spyreopt.solve(graph, cache=..., decompose="layers")``.
 """
 
-from spyreopt.cache.cached import solve_cached
 from spyreopt.cache.key import canonical_graph, problem_key
-from spyreopt.cache.repeated import solve_repeated
-from spyreopt.cache.segments import cut_points, split
 from spyreopt.cache.store import CacheStats, PlanCache
 
-__all__ = [
-    "CacheStats",
-    "PlanCache",
-    "canonical_graph",
-    "cut_points",
-    "problem_key",
-    "solve_cached",
-    "solve_repeated",
-    "split",
-]
+__all__ = ["CacheStats", "PlanCache", "canonical_graph", "problem_key"]

@@ -22,8 +22,8 @@ from typing import Any
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import SolverError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 
 KEY_FORMAT = 1  # bump when the canonical form or the stored plan layout changes

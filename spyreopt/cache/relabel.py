@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from spyreopt.cache.key import Canonical
 from spyreopt.costmodel.coefficients import Coefficients
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
-from spyreopt.model.plan_json import plan_from_dict
 
 CONTEXT = ("graph", "hardware", "coefficients")
 # which fields of each plan record hold an op name ("op") or a tensor name ("tensor")
@@ -50,4 +49,4 @@ def from_canonical(data: dict, c: Canonical, graph: Graph, hardware: HardwareSpe
     tensors = {v: k for k, v in c.tensor_names.items()}
     named = _rename(data, ops, tensors)
     named.update(graph=graph.to_dict(), hardware=hardware.to_dict(), coefficients=coefficients.to_dict())
-    return plan_from_dict(named)
+    return Plan.from_dict(named)

@@ -22,8 +22,8 @@ from spyreopt.cache.key import Canonical
 from spyreopt.cache.relabel import from_canonical, to_canonical
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 
 DEFAULT_SIZE_LIMIT = 1 << 30

@@ -55,7 +55,8 @@ from pathlib import Path
 
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, InfeasibleError, PlanError
-from spyreopt.model.graph import DTYPE_BYTES, POINTWISE_FNS, REDUCE_FNS, Graph
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import DTYPE_BYTES, POINTWISE_FNS, REDUCE_FNS
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 
@@ -247,8 +248,8 @@ def random_configs(
 # ---- measuring on the simulator ---------------------------------------------------
 def measure(config: Config, hw: HardwareSpec | None = None) -> float:
     """The simulator's time of the configuration's target, in microseconds."""
-    from spyreopt.fixed import plan_for
     from spyreopt.hw.simulator import simulate
+    from spyreopt.solving.fixed import plan_for
 
     plan = plan_for(config.graph(), config.decision_map(), hw, reference_coefficients())
     result = simulate(plan)
@@ -354,7 +355,7 @@ def _row_sample(path: Path, line: int, row: dict[str, str]) -> Sample:
             raise ValueError("expected a positive time")
         config = Config(family, row["kind"].strip(), shapes, row["dtype"], row["pre"] == "1", decisions, row["target"])
         column = "kind"
-        names = {o.name for o in config.graph().ops.values() if o.kind != "view"}
+        names = {o.name for o in config.graph().compute_ops()}
     except (ValueError, FormatError, GraphError) as exc:
         raise FormatError(f"samples CSV {path} line {line}, column {column!r}: {exc}") from exc
     ops = {op for op, _ in decisions}

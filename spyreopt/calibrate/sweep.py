@@ -297,7 +297,7 @@ def _tensor_reads(g: Graph) -> dict[str, int]:
 def _residencies(row: SweepRow, g: Graph, tiled: bool) -> dict[str, str]:
     """Each op's output residency: graph outputs hbm; with LX planning on, the intermediates on chip, unless the
     recorded bytes are nearer those of some of them through device memory (the fewest such)."""
-    ops = [o for o in g.ops.values() if o.kind != "view"]
+    ops = g.compute_ops()
     inner = [o.name for o in ops if o.output not in g.outputs]
     res = {o.name: "hbm" for o in ops}
     if row.lx == 0 or row.op.endswith("_sep") or not inner:
@@ -342,7 +342,7 @@ def program(row: SweepRow, hw: HardwareSpec | None = None, legal: dict | None = 
     hw, legal = hw or HardwareSpec(), {} if legal is None else legal
     tiling = _tiling(row, g)
     res = _residencies(row, g, tiling is not None)
-    ops = [o for o in g.ops.values() if o.kind != "view"]
+    ops = g.compute_ops()
     why = ""
     for factors in _divisions(g, row.cores):
         decisions = []

@@ -146,8 +146,8 @@ def cross_validate(
 # ---- the simulator ---------------------------------------------------------------------------
 def simulate_rows(data: SweepData, picks: np.ndarray, hw=None) -> tuple[np.ndarray, list[str | None]]:
     """The simulator's time of each mapped row's picked configuration (NaN with the reason if it rejects it)."""
-    from spyreopt.fixed import plan_for  # plans and the simulator sit beside calibrate: imported late
     from spyreopt.hw.simulator import simulate
+    from spyreopt.solving.fixed import plan_for  # plans and the simulator sit beside calibrate: imported late
 
     configs = [c for i in data.mapped for c in data.programs[i].configs]
     cache: dict = {}

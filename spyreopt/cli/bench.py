@@ -17,7 +17,7 @@ from spyreopt.bench.spyre import SPYRE_BACKENDS, spyre_suite
 from spyreopt.limits import check_limit
 from spyreopt.solvers.registry import check_options
 
-SUITES = ("spyre", "scaling", "minimalloc", "iopddl", "models", "limits")
+SUITES = ("spyre", "scaling", "minimalloc", "iopddl", "models", "limits", "rates")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -85,6 +85,10 @@ def _bench(args: argparse.Namespace) -> int:
                 r += limits_suite.iopddl_rows(
                     limits_suite.iopddl_files(data_dir(args.data, "iopddl")), progress=progress
                 )
+        elif suite == "rates":  # the machine-calibrated rates of spyreopt.rates, measured on this machine
+            from spyreopt.bench.rates import rate_rows
+
+            r = rate_rows(seed=args.seed)
         elif suite == "minimalloc":
             directory = data_dir(args.data, "minimalloc", "challenging")
             r = minimalloc_suite(max(limit, 60.0), directory, progress=progress)

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
-from spyreopt.contest.evaluate import judge
-from spyreopt.contest.load import contest_table
-from spyreopt.contest.solve import solve_document, stderr_progress
+from spyreopt.contest import warm
+from spyreopt.contest.solve import solve_instance, stderr_progress
 from spyreopt.errors import FormatError, InfeasibleError, SolverError
-from spyreopt.formats.iopddl import load_iopddl, parse_problem, read_json, save_solution
+from spyreopt.formats.iopddl import (
+    Instance,
+    contest_table,
+    evaluate_iopddl,
+    format_score,
+    load_iopddl,
+    read_instance,
+    save_solution,
+    score,
+)
 from spyreopt.limits import check_limit, command_start, limited, summary
+from spyreopt.rates import GREEDY_SECONDS_PER_ENTRY
 from spyreopt.solvers.registry import check_options, solve_formulation
 
 DEFAULT_LIMIT = 60.0  # for an instance that is not one of the contest's 25
-GREEDY_SECONDS_PER_ENTRY = 4e-6  # nominal: loading an instance into a Formulation and greedy's set-up, per cost
-# entry (0.7 s for the 246,314 entries of B under load, ``spyreopt iopddl B --backend greedy``)
 ANSWER_SECONDS = 0.3  # kept back from a library backend's clock for writing and judging the answer
 
 
@@ -28,7 +34,8 @@ def add_parser(subparsers) -> None:
         help="solve an IOPDDL contest instance (JSON or JSON.gz)",
         description="Solve an IOPDDL instance, write the strategy of every node as a JSON list, and print its "
         "cost, feasibility (checked by the contest's rules) and score. By default the contest engine runs "
-        "(exact reductions, usage-priced forest DP on both cores, CP-SAT when the reduced problem is small) "
+        "(exact reductions, usage-priced forest DP on both cores, HiGHS's MILP alongside when the reduced problem "
+        "is small) "
         "within the instance's contest time limit, counted from process start.",
     )
     p.add_argument("file", help="instance, .json or .json.gz")
@@ -52,12 +59,12 @@ def _process_start() -> float:
     return time.monotonic() - (time.perf_counter() - command_start())
 
 
-def _greedy(doc: dict, inst, seconds: float) -> tuple[list[int], float, str] | None:
+def _greedy(inst: Instance, seconds: float) -> tuple[list[int], float, str] | None:
     """The library's greedy, when its set-up (nominally ``GREEDY_SECONDS_PER_ENTRY`` per cost entry) takes at most
     half of ``seconds``: the contest engine's fallback; None (numpy's least-usage strategies answer) otherwise."""
     if (len(inst.cost) + len(inst.ecost)) * GREEDY_SECONDS_PER_ENTRY > 0.5 * seconds:
         return None
-    f = load_iopddl(parse_problem(doc))
+    f = load_iopddl(inst)
     sol = solve_formulation(f, "greedy", time_limit=seconds, presolve=False)
     if len(sol.assignment) != len(f.nodes):
         return None
@@ -67,11 +74,6 @@ def _greedy(doc: dict, inst, seconds: float) -> tuple[list[int], float, str] | N
 def _fresh_line() -> str:
     """A newline after an overwritten progress line on a terminal, nothing otherwise (one line per error)."""
     return "\n" if sys.stderr.isatty() else ""
-
-
-def _score(best: int, cost: int, feasible: bool) -> str:
-    """The contest score with enough digits to tell 1.0 from 0.999998."""
-    return f"{best / cost if feasible and cost > 0 else 0.0:.6f}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,17 +86,24 @@ def run(args: argparse.Namespace) -> int:
             check_limit(args.time_limit, "--time-limit")
         if args.backend != "contest":
             check_options(args.backend, {})
-        doc = read_json(args.file)
-        if not isinstance(doc, dict) or not isinstance(doc.get("problem", {}), dict):
-            raise FormatError(f"{args.file}: not an IOPDDL document (expected an object with a 'problem' member)")
-        name = doc.get("problem", {}).get("name", "")
-        known = contest_table().get(name) if isinstance(name, str) else None
+        compiling = warm.begin() if args.backend == "contest" else []  # kernels compile while the file is read
+        inst = read_instance(args.file)
+        name = inst.name
+        known = contest_table().get(name)
         limit = args.time_limit if args.time_limit is not None else (known["time_limit"] if known else DEFAULT_LIMIT)
         if args.backend == "contest":
-            out = solve_document(doc, limit, seed=args.seed, start=start, progress=stderr_progress, fallback=_greedy)
+            out = solve_instance(
+                inst,
+                limit,
+                seed=args.seed,
+                start=start,
+                progress=stderr_progress,
+                fallback=_greedy,
+                compiling=compiling,
+            )
             solution, method, report = out.solution, out.method, out.limits
         else:
-            f = load_iopddl(parse_problem(doc))
+            f = load_iopddl(inst)
             left = start + limit - time.monotonic() - ANSWER_SECONDS  # the limit counts from process start
             if left <= 0.05:
                 report["cut"].append({"stage": "load", "by": "clock", "reached_us": None})
@@ -107,14 +116,14 @@ def run(args: argparse.Namespace) -> int:
     except InfeasibleError as exc:
         print(f"{_fresh_line()}spyreopt iopddl: infeasible: {exc}", file=sys.stderr)
         return 1
-    except (FormatError, SolverError, OSError, json.JSONDecodeError) as exc:
+    except (FormatError, SolverError, OSError) as exc:
         text = str(exc) if str(exc).startswith(str(args.file)) else f"{args.file}: {exc}"
         print(f"{_fresh_line()}spyreopt iopddl: {type(exc).__name__}: {text}", file=sys.stderr)
         return 2
     wall = time.monotonic() - start
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    v = judge(doc, solution)
+    cost, feasible, details = evaluate_iopddl(inst, solution)
     print(f"instance: {name}")
     print(f"method: {method}  time limit: {limit:g} s  wall clock from process start to solution written: {wall:.1f} s")
     if out is not None:
@@ -124,15 +133,16 @@ def run(args: argparse.Namespace) -> int:
             if out.cut_by_clock
             else "finished before the clock (same seed, same solution)"
         )
-    print(f"cost: {v.cost}")
-    print(f"feasible: {v.feasible}  (peak usage {v.peak_usage:,} of limit {v.usage_limit:,})")
+    limit_text = "no limit" if details["usage_limit"] is None else f"limit {details['usage_limit']:,}"
+    print(f"cost: {cost}")
+    print(f"feasible: {feasible}  (peak usage {details['peak_usage']:,} of {limit_text})")
     if known:
-        print(f"best known: {known['best_cost']}  score: {_score(known['best_cost'], v.cost, v.feasible)}")
+        print(f"best known: {known['best_cost']}  score: {format_score(score(name, cost, feasible))}")
     else:
         print("best known: unknown (not a contest instance)  score: n/a")
     print(f"solution: {args.out}")
     if limited(report):
         print(summary(report))
-    if not v.feasible:
+    if not feasible:
         return 1
     return 3 if args.strict and limited(report) else 0

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from spyreopt import limits, workloads
-from spyreopt.api import solve
 from spyreopt.cli import read_file
 from spyreopt.errors import GraphError, SpyreoptError
 from spyreopt.limits import check_limit
@@ -16,6 +15,7 @@ from spyreopt.model.plan_summary import summary_line
 from spyreopt.model.plan_table import edge_lines, notes
 from spyreopt.model.restrict import load_pin
 from spyreopt.solvers.registry import names as backend_names
+from spyreopt.solving.entry import solve
 
 MODEL_PREFIX = "model:"
 

@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds before a task without result is reported (default 3 x time limit + 60)",
     )
     s.add_argument("--cache", help="plan cache directory shared by the workers")
-    s.add_argument("--decompose", choices=["layers"], help="solve repeated layers once (see solve_repeated)")
+    s.add_argument("--decompose", choices=["layers"], help="solve repeated layers once (see spyreopt.solving.layers)")
     s.add_argument("--csv", help="write the results table as CSV")
     s.add_argument("--json", help="write the results table as JSON")
     s.add_argument("--no-progress", action="store_true")

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from spyreopt.contest.load import Instance
 from spyreopt.contest.merge import FINITE, follower_groups, segments
+from spyreopt.formats.iopddl import Instance
 
 BIG = 10**17  # contest entries at or above this are forbidden choices
 INF = 1e15  # their value in the search: above any real total, far below float64 overflow

@@ -21,6 +21,15 @@ import numpy as np
 from spyreopt.contest import kernels as K
 from spyreopt.contest import trws as T
 from spyreopt.contest.reduce import Reduced
+from spyreopt.contest.region import improve, pick_region
+
+REGION_START = 32  # free groups in the first exact region step (HiGHS finishes such a MILP in well under a second)
+REGION_SHARE = 0.1  # of the time left: the most one region step may take
+REGION_SECONDS_MIN = 0.5  # ... but at least this (a MILP's set-up)
+EXACT_SHARE = 0.1  # of the search's time so far: the most its exact region steps may have taken (they pay rarely)
+RESTART_AFTER = 5  # stalls (``stall_max`` rounds each) without a gain before the relaxation restarts from an elite
+RESTART_SIGMA = 0.5  # spread of the log-normal noise on the prices at a restart
+ELITES = 4
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,11 @@ class Search:
         self.warm = 10
         self.polyak, self.theta, self.best_dual, self.stall, self.stall_max = True, 1.0, -np.inf, 0, 20
         self.msg = np.zeros(g.moff[-1], np.float64)
+        self.region = REGION_START  # groups in the next exact region step: grows when HiGHS finishes, halves if not
+        self.elites: list[tuple[float, np.ndarray]] = []
+        self.exact_steps = self.exact_gains = self.restarts = 0
+        self.exact_seconds = 0.0
+        self.clock_touched = False  # a region step stopped by HiGHS's time limit: the run depends on the clock
 
     # ---- pieces ---------------------------------------------------------
     def _pens(self) -> np.ndarray:
@@ -184,10 +198,15 @@ class Search:
         max_rounds: int,
         on_best: Callable[[float, int], None] | None = None,
         stop: Callable[[], bool] | None = None,
+        explore: bool = True,
     ) -> Result:
-        """Rounds until ``max_rounds``, the deadline (``cut_by_clock``) or ``stop()`` (checked every round)."""
+        """Rounds until ``max_rounds``, the deadline (``cut_by_clock``) or ``stop()`` (checked every round).
+
+        ``explore``: once the prices settle, exact region steps and restarts from elites (``_exact_step``,
+        ``_restart``); without it the rounds only follow the prices (the ``trws`` backend's start: a round
+        budget alone then decides the answer)."""
         r = self.r
-        t0 = time.monotonic()
+        t0 = self.t0 = time.monotonic()
         t_best = 0.0
         lean = self.lean_start()
         if (self.profile(lean) <= r.usage_limit).all():
@@ -209,6 +228,7 @@ class Search:
         limit = r.usage_limit
         pens = zero
         near = 1.0 + self.near
+        since = 0
         for rounds in range(1, max_rounds + 1):
             if time.monotonic() > deadline:
                 cut = True
@@ -222,10 +242,23 @@ class Search:
                 y = self.feasible_copy(self.x, prof, passes=3)
                 if y is not None:
                     c = self.cost(y)
+                    self._elite(c, y)
                     if c < self.best:
                         self.best, self.best_x, t_best = c, y, time.monotonic() - t0
+                        since = 0
                         if on_best is not None:
                             on_best(c, rounds)
+            since += 1
+            if (
+                explore and self.best_x is not None and since >= self.stall_max
+            ):  # the prices have settled: act on the incumbent
+                if self._exact_step(deadline):
+                    self.best, t_best, since = self.cost(self.best_x), time.monotonic() - t0, 0
+                    if on_best is not None:
+                        on_best(self.best, rounds)
+                elif since >= self.stall_max * RESTART_AFTER:
+                    self._restart()
+                    since = 0
             if self.polyak and self.best_x is not None:
                 self._polyak_step(prof, pens)
             else:
@@ -243,4 +276,47 @@ class Search:
             y = self.feasible_copy(self.best_x, self.profile(self.best_x), passes=50)
             if y is not None and self.cost(y) < self.best:
                 self.best, self.best_x = self.cost(y), y
-        return Result(self.best_x, self.best, rounds, t_best, cut, self.seed)
+        return Result(self.best_x, self.best, rounds, t_best, cut or self.clock_touched, self.seed)
+
+    # ---- after the prices settle ------------------------------------------
+    def _elite(self, c: float, y: np.ndarray) -> None:
+        """Keep the ``ELITES`` cheapest distinct feasible solutions seen: the restarts' starting points."""
+        if any(c == e and np.array_equal(y, z) for e, z in self.elites):
+            return
+        self.elites = sorted([*self.elites, (c, y)], key=lambda t: t[0])[:ELITES]
+
+    def _exact_step(self, deadline: float) -> bool:
+        """The MILP over a region where the relaxation disagrees with the incumbent, the rest fixed; True when
+        it found a cheaper feasible solution (then the incumbent)."""
+        now = time.monotonic()
+        left = deadline - now
+        if left <= 0 or self.exact_seconds > EXACT_SHARE * (now - self.t0):
+            return False
+        binding = np.flatnonzero(self.lam > 0)  # where the prices say memory binds; by turns with the graph alone
+        step = int(binding[self.rng.integers(len(binding))]) if len(binding) and self.exact_steps % 2 == 0 else None
+        region = pick_region(self.r, self.g.ptr, self.g.nbr, self.best_x, self.x, self.region, self.rng, step)
+        if len(region) < 2:
+            return False
+        step = improve(self.r, self.best_x, self.cost, region, min(left, max(REGION_SECONDS_MIN, REGION_SHARE * left)))
+        self.exact_steps += 1
+        self.exact_seconds += time.monotonic() - now
+        if step.finished:
+            self.region = min(int(self.region * 1.5) + 1, int((self.r.k > 1).sum()))
+        else:
+            self.clock_touched = True
+            self.region = max(self.region // 2, 2)
+        if step.improved:
+            self.exact_gains += 1
+            self.best_x = step.x
+            self._elite(self.cost(step.x), step.x)
+        return step.improved
+
+    def _restart(self) -> None:
+        """Leave the settled prices: start the relaxation again from an elite, its prices scattered (log-normal
+        noise) and its messages cleared, so the next rounds explore another part of the space."""
+        self.restarts += 1
+        _, z = self.elites[int(self.rng.integers(len(self.elites)))]
+        self.x = z.copy()
+        self.lam *= self.rng.lognormal(0.0, RESTART_SIGMA, len(self.lam))
+        self.msg[:] = 0.0
+        self.theta, self.best_dual, self.stall = 1.0, -np.inf, 0

@@ -1,4 +1,4 @@
-"""The default contest method: load, reduce exactly, search on both cores, exact MILP when small.
+"""The default contest method: reduce exactly, search on both cores, HiGHS's MILP alongside when small.
 
 Time runs from ``start`` (the caller's process start) to ``start + time_limit``
 minus a margin for writing the answer. A run whose search stopped on the clock
@@ -18,12 +18,12 @@ import numpy as np
 
 from spyreopt.contest import warm
 from spyreopt.contest.exact import model_size, solve_exact
-from spyreopt.contest.load import Instance, instance_from_document
 from spyreopt.contest.reduce import Reduced, reduce_instance
 from spyreopt.contest.search import Result, Search, build_graph
 from spyreopt.errors import InfeasibleError
+from spyreopt.formats.iopddl import Instance
 
-EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem CP-SAT model is not built
+EXACT_MAX_BOOLS = 250_000  # edge booleans above which the whole-problem MILP (HiGHS) is not built
 MARGIN = 0.04  # fraction of the limit kept for expanding and writing the answer
 FALLBACK_SHARE = 0.2  # of the limit: kept for the fallback while the kernels compile
 CHILD_GRACE = 0.3  # seconds past the deadline a search child may take to send its answer before it is killed
@@ -83,29 +83,32 @@ def _search_two(r: Reduced, seed: int, deadline: float, max_rounds: int, on_best
     return mine
 
 
-def solve_document(
-    doc: dict,
+def solve_instance(
+    inst: Instance,
     time_limit: float,
     *,
     seed: int = 0,
     start: float | None = None,
     max_rounds: int = 10**9,
     progress: Callable[[str], None] | None = None,
-    fallback: Callable[[dict, Instance, float], tuple[list[int], float, str] | None] | None = None,
+    fallback: Callable[[Instance, float], tuple[list[int], float, str] | None] | None = None,
+    compiling: list | None = None,
 ) -> Outcome:
-    """Solve a parsed contest document within ``time_limit`` seconds of ``start`` (monotonic; default now).
+    """Solve a validated instance within ``time_limit`` seconds of ``start`` (monotonic; default now: reading
+    the file is the caller's, inside the same limit).
 
     When the kernels are not compiled or loaded by ``FALLBACK_SHARE`` of the limit before the deadline, they are
-    not waited for: ``fallback(doc, instance, seconds)`` answers (solution, cost, its method's name), or when it
-    gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so."""
+    not waited for: ``fallback(instance, seconds)`` answers (solution, cost, its method's name), or when it
+    gives None (or is None) ``lean`` (numpy alone, bounded time); the outcome's ``limits`` says so. ``compiling``:
+    the children of ``warm.begin()`` when the caller started them before reading the file (they then compile
+    while it reads)."""
     start = time.monotonic() if start is None else start
     deadline = start + time_limit * (1 - MARGIN) - 0.5
-    compiling = [] if warm.cached() else warm.start()  # a warm disk cache loads in the parent at once
-    inst = instance_from_document(doc)  # numpy only: the reductions' kernels compile in the children too
+    compiling = warm.begin() if compiling is None else compiling
     say = progress or (lambda _m: None)
     if not warm.wait(compiling, deadline - FALLBACK_SHARE * time_limit):  # never waited for past this
         say(f"[{time.monotonic() - start:5.1f}s] kernels not compiled in time: a fallback answers")
-        return _fallback(fallback, doc, inst, deadline, time.monotonic() - start)
+        return _fallback(fallback, inst, deadline, time.monotonic() - start)
     r = reduce_instance(inst)
     t_load = time.monotonic() - start
     say(f"[{t_load:5.1f}s] loaded and reduced: {inst.n} nodes -> {r.n} groups, {len(r.ea)} edges")
@@ -163,11 +166,11 @@ def lean(inst) -> list[int] | None:
     return choice.tolist()
 
 
-def _fallback(fallback, doc: dict, inst, deadline: float, t_load: float) -> Outcome:
-    """``fallback(doc, instance, seconds)`` if it answers, else ``lean`` (no compiled kernel either way): below
+def _fallback(fallback, inst: Instance, deadline: float, t_load: float) -> Outcome:
+    """``fallback(instance, seconds)`` if it answers, else ``lean`` (no compiled kernel either way): below
     the engine, and the outcome says so."""
     began = time.monotonic()
-    answer = fallback(doc, inst, max(deadline - began, 0.1)) if fallback is not None else None
+    answer = fallback(inst, max(deadline - began, 0.1)) if fallback is not None else None
     if answer is not None:
         solution, cost, method = answer
     else:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from spyreopt.contest.evaluate import judge
-from spyreopt.contest.load import contest_table
-from spyreopt.contest.solve import solve_document
-from spyreopt.formats.iopddl import read_json
+from spyreopt.contest.solve import solve_instance
+from spyreopt.formats.iopddl import contest_table, evaluate_iopddl, read_instance
 
 NAMES = ["A", "B", "C", "G", "K", "L", "M", "N", "S"]
 
@@ -30,23 +28,22 @@ def run(
     rows = []
     for letter in names:
         start = time.monotonic()
-        doc = read_json(find_instance(data_dir, letter))
-        name = doc["problem"]["name"]
-        limit = time_limit if time_limit is not None else table[name]["time_limit"]
-        out = solve_document(doc, limit, seed=seed, start=start)
+        inst = read_instance(find_instance(data_dir, letter))
+        limit = time_limit if time_limit is not None else table[inst.name]["time_limit"]
+        out = solve_instance(inst, limit, seed=seed, start=start)
         wall = time.monotonic() - start
-        v = judge(doc, out.solution)
-        best = table[name]["best_cost"]
+        cost, feasible, _ = evaluate_iopddl(inst, out.solution)
+        best = table[inst.name]["best_cost"]
         rows.append(
             {
                 "instance": letter,
                 "nodes": out.stats["nodes"],
                 "edges": out.stats["edges"],
                 "time_limit": limit,
-                "cost": v.cost,
-                "feasible": v.feasible,
+                "cost": cost,
+                "feasible": feasible,
                 "best": best,
-                "score": best / v.cost if v.feasible and v.cost > 0 else 0.0,
+                "score": best / cost if feasible and cost > 0 else 0.0,
                 "load_s": round(out.seconds_load, 1),
                 "best_s": round(out.seconds_to_best, 1),
                 "wall_s": round(wall, 1),
@@ -63,6 +60,6 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         lines.append(
             f"| {r['instance']} | {r['nodes']:,} | {r['edges']:,} | {r['time_limit']:g} | {r['cost']:,} | {r['best']:,} "
-            f"| {r['score']:.4f} | {r['load_s']} | {r['best_s']} | {r['wall_s']} | {r['method']} |"
+            f"| {r['score']:.6f} | {r['load_s']} | {r['best_s']} | {r['wall_s']} | {r['method']} |"
         )
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from math import prod
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,12 @@ class CaptureBuffer:
     parents: tuple[str, ...]
     divisions: tuple[Division, ...]
     matches: dict[str, frozenset[tuple[int, int]]]  # parent -> {(parent division, this division)}
+
+
+def cores(b: CaptureBuffer, d: int) -> int:
+    """Cores the producing op runs on under division ``d`` (output and reduction splits)."""
+    div = b.divisions[d]
+    return prod(f for _, f in div.output) * prod(f for _, f in div.reduction)
 
 
 @dataclass(frozen=True)

@@ -45,12 +45,6 @@ def spill_bytes(b: CaptureBuffer) -> int:
     return 0 if b.size < 0 else (max(0, len(b.uses) - 1) + (0 if b.boundary_cost else 1)) * b.size
 
 
-def cores(b: CaptureBuffer, d: int) -> int:
-    """Cores the producing op runs on under division ``d`` (output and reduction splits)."""
-    div = b.divisions[d]
-    return prod(f for _, f in div.output) * prod(f for _, f in div.reduction)
-
-
 @dataclass(frozen=True)
 class Model:
     graph: CaptureGraph

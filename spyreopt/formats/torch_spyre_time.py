@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from spyreopt.costmodel.analytic import PS_PER_NS, transfer_ns
 from spyreopt.costmodel.coefficients import Coefficients, default
+from spyreopt.formats.torch_spyre import cores
 
 
 def _weight(graph) -> int:
@@ -32,8 +33,6 @@ def spill_ps(b, c: Coefficients) -> int:
 
 def node_costs(graph, candidates, coefficients: Coefficients | None = None) -> list[list[int]]:
     """Per buffer, per candidate (division, resident, share): the lexicographic time-then-cores cost."""
-    from spyreopt.formats.torch_spyre_model import cores
-
     c = coefficients or default()
     w = _weight(graph)
     return [
@@ -44,7 +43,6 @@ def node_costs(graph, candidates, coefficients: Coefficients | None = None) -> l
 
 def predict(graph, answers, coefficients: Coefficients | None = None) -> tuple[float, int]:
     """(predicted spill time in µs, cores summed over the chosen divisions) of an answer."""
-    from spyreopt.formats.torch_spyre_model import cores
 
     c = coefficients or default()
     by = {a.name: a for a in answers}

@@ -5,7 +5,7 @@ the op's core division applies within the tile, so a core's block of tile ``t`` 
 its division block scaled by ``1/T`` and shifted to the tile. Derived from the
 trace (``hw.sim_trace``, the simulator's own slicing) and the loop records only:
 never from the planner's candidates nor from the plan validator. A loop's steps
-must be contiguous in the schedule (the validator says why, ``model.loop_check``);
+must be contiguous in the schedule (the validator says why, ``model.check.loops``);
 here a loop that cannot be walked tile by tile is a PlanError naming the loop.
 """
 

@@ -7,7 +7,7 @@ read of a loop, staging and prefetch included, follows the simulator's one rule:
 a block several cores read at once is served once and multicast (``sim_flows``),
 so ``device_read_bytes`` counts distinct bytes per read; an unstaged operand
 without the tiled dim is read again, so counted again, every tile. Iteration ``t`` then runs every
-op of the loop on tile ``t`` exactly as the simulator runs an op (``_Run.step``),
+op of the loop on tile ``t`` exactly as the simulator runs an op (``Run.step``),
 on the tile's blocks (``sim_loop.tile_step``): streamed operands (those with the
 tiled dim) are read from device memory per tile, operands without it are read
 again every iteration unless staged, tiles of internal tensors are written over
@@ -42,7 +42,7 @@ from spyreopt.hw.sim_trace import DEVICE_MODES
 from spyreopt.model.layout import box_padded_bytes
 
 if TYPE_CHECKING:
-    from spyreopt.hw.simulator import _Run
+    from spyreopt.hw.sim_run import Run
 
 
 @dataclass
@@ -60,7 +60,7 @@ def _device(od) -> bool:
 
 
 def _add_reads(jobs: dict[int, CoreJob], reads) -> None:
-    """Add ``_Run.multicast_reads`` to the cores' jobs: a slice several cores read is served once."""
+    """Add ``Run.multicast_reads`` to the cores' jobs: a slice several cores read is served once."""
     for c, (nb, nq, shared, served) in reads:
         job = jobs.setdefault(c, CoreJob(c))
         job.read_served_bytes = job.served + served
@@ -69,7 +69,7 @@ def _add_reads(jobs: dict[int, CoreJob], reads) -> None:
         job.read_shared_bytes += shared
 
 
-def _hold(run: _Run, loop: Loop) -> tuple[list[tuple[int, int]], dict[int, CoreJob]]:
+def _hold(run: Run, loop: Loop) -> tuple[list[tuple[int, int]], dict[int, CoreJob]]:
     """Reserve the staged tensors and the address-less accumulators; the staged tensors' load jobs."""
     hw, held, jobs = run.m.hw, [], {}
     for name in sorted(loop.staged):
@@ -97,7 +97,7 @@ def _hold(run: _Run, loop: Loop) -> tuple[list[tuple[int, int]], dict[int, CoreJ
     return held, jobs
 
 
-def _fold_ns(run: _Run, s) -> float:
+def _fold_ns(run: Run, s) -> float:
     """Adding a tile's partial result into the accumulator: one vector add over each core's output block."""
     out, hw, worst = run.trace.tensor(s.op.output), run.m.hw, 0.0
     for c, box in enumerate(s.boxes):
@@ -108,7 +108,7 @@ def _fold_ns(run: _Run, s) -> float:
     return worst
 
 
-def run_loop(run: _Run, loop: Loop, t0: float) -> LoopTime:
+def run_loop(run: Run, loop: Loop, t0: float) -> LoopTime:
     """Simulate ``loop`` from time ``t0`` (ns); see the module doc."""
     hw, lx = run.m.hw, run.lx
     held, stage_jobs = _hold(run, loop)

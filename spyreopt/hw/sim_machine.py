@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import ceil, prod
 
-from spyreopt.model.graph import TRANSCENDENTAL
+from spyreopt.model.graph_parts import TRANSCENDENTAL
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import Box, box_extents, box_padded_bytes, contiguous_runs
 

@@ -12,7 +12,8 @@ import numpy as np
 from scipy.special import erf
 
 from spyreopt.errors import GraphError
-from spyreopt.model.graph import Graph, Op
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import Op
 
 
 def _variadic(f: Callable) -> Callable:

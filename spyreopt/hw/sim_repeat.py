@@ -16,10 +16,10 @@ from spyreopt.hw.sim_loop import Loop
 from spyreopt.hw.sim_loop_run import LoopTime
 
 if TYPE_CHECKING:
-    from spyreopt.hw.simulator import _Run
+    from spyreopt.hw.sim_run import Run
 
 
-def loop_key(run: _Run, lp: Loop) -> tuple:
+def loop_key(run: Run, lp: Loop) -> tuple:
     first = lp.first
     steps = []
     for k, s in enumerate(lp.steps):
@@ -54,7 +54,7 @@ class Recorded:
     occupancy: list[list[tuple[float, int]]]  # per core, (µs after the loop's start, bytes)
 
 
-def record(run: _Run, lp: Loop, t0: float, simulate_loop) -> Recorded:
+def record(run: Run, lp: Loop, t0: float, simulate_loop) -> Recorded:
     busy = list(run.busy)
     marks = [len(o) for o in run.occupancy]
     lt = simulate_loop(run, lp, t0)
@@ -62,7 +62,7 @@ def record(run: _Run, lp: Loop, t0: float, simulate_loop) -> Recorded:
     return Recorded(lt, [s.name for s in lp.steps], [a - b for a, b in zip(run.busy, busy)], occupancy)
 
 
-def replay(run: _Run, lp: Loop, t0: float, rec: Recorded) -> LoopTime:
+def replay(run: Run, lp: Loop, t0: float, rec: Recorded) -> LoopTime:
     """The recorded loop's times under this loop's op names, its busy time and occupancy added at ``t0``."""
     rename = dict(zip(rec.names, (s.name for s in lp.steps)))
     for c, d in enumerate(rec.busy):

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from math import prod
 
 from spyreopt.errors import PlanError
-from spyreopt.model.graph import Graph, Op
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import Op
 from spyreopt.model.hardware import HardwareSpec
 
 Box = tuple[tuple[int, int], ...]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from spyreopt.errors import FormatError, GraphError, PlanError
 from spyreopt.hw.sim_slices import Box, Ref, Slicing, Space, base_of, core_index, slicing, space_of
-from spyreopt.model.graph import Graph, Op, Tensor
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import Op, Tensor
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import span_bytes
 from spyreopt.model.plan import Plan
@@ -79,7 +80,7 @@ class Trace:
         except (FormatError, GraphError) as exc:
             raise PlanError(f"plan: {exc}") from exc
         self.plan = plan
-        ops = [o for o in self.graph.ops.values() if o.kind != "view"]
+        ops = self.graph.compute_ops()
         self.step_of = {o.name: i for i, o in enumerate(ops)}
         decisions = {o.name: o for o in plan.ops}
         missing = [o.name for o in ops if o.name not in decisions]

@@ -1,9 +1,8 @@
-"""Per-op layout candidates (division x output stick dim) with their slices and costs,
-and the edge analysis between a producer's and a consumer's candidates.
+"""Per-op layout candidates (division x output stick dim) with their slices and costs.
 
-This is where Spyre's rules live: stick requirements of each op kind, span
-limit, in-place matching of per-core slices, relayout legality (destination
-cores a multiple of source cores, fan-in within the limit) and its cost.
+This is where Spyre's per-op rules live: stick requirements of each op kind, the
+span limit, padded slice sizes and DMA requests. What a pair of layouts takes
+(in place, relayout, restickify) is ``model.edge_analysis``.
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from copy import copy
 from dataclasses import dataclass
 from functools import lru_cache
 from math import ceil, prod
-
-import numpy as np
+from operator import itemgetter
 
 from spyreopt.costmodel import analytic as cm
 from spyreopt.costmodel.coefficients import Coefficients
@@ -33,7 +31,8 @@ from spyreopt.model.division import (
     project,
     reduction_split,
 )
-from spyreopt.model.graph import TRANSCENDENTAL, Graph, Op, Tensor
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import TRANSCENDENTAL, Op, Tensor
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import (
     Box,
@@ -304,11 +303,9 @@ class OpCandidates:
         boxes = list(itertools.product(*ranges))  # == [iteration_box(space, div, c) for c in range(div.cores)]
         red = [d for d, r in enumerate(space.reduction) if r]
         out_map = space.output_map
-        own = {
-            c: tuple((0, 1) if d is None else box[d] for d in out_map)  # == project(box, out_map)
-            for c, box in enumerate(boxes)
-            if all(box[d][0] == 0 for d in red)  # == owners(space, div): k index 0
-        }
+        wide = [box + ((0, 1),) for box in boxes]  # index len(dims): the (0, 1) of a dim the iteration lacks
+        projected = _project(wide, out_map)  # == project(box, out_map)
+        own = {c: projected[c] for c, box in enumerate(boxes) if all(box[d][0] == 0 for d in red)}  # k index 0
         eb = self.out.elem_bytes
         own_sizes = {}
         for box in own.values():
@@ -325,7 +322,7 @@ class OpCandidates:
                 per_core = [(c, self._read_box(j, ref, box, div)) for c, box in enumerate(boxes)]
             else:  # to_base(project(box, map)): base dim d is view dim perm.index(d), iteration dim map[...]
                 src = [space.operand_maps[j][ref.perm.index(d)] for d in range(len(ref.perm))]
-                per_core = [(c, tuple((0, 1) if x is None else box[x] for x in src)) for c, box in enumerate(boxes)]
+                per_core = list(enumerate(_project(wide, src)))
             padded = {}
             for _, rbox in per_core:
                 if rbox not in padded:
@@ -337,7 +334,8 @@ class OpCandidates:
             reads.append(tuple(per_core))
         footprint = max(own_sizes[b] for b in own.values())
         write = sum(own_sizes[b] for b in own.values())
-        write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) for b in own.values())
+        distinct = Counter(own.values())  # owners of equal boxes issue equal requests
+        write_requests = sum(dma_requests(b, self.out.shape, stick, eb, hw) * n for b, n in distinct.items())
         compute = self._compute_ns(div, stick)
         k = reduction_split(space, div)
         psum = float(cm.psum_ns(coef, footprint, k)) if self.op.kind == "matmul" else 0.0
@@ -377,7 +375,11 @@ class OpCandidates:
         return False, per_core, 1, fn in TRANSCENDENTAL and self.op.kind == "pointwise", stick_reduce
 
     def _compute_ns(self, div: Division, stick: int) -> float:
-        return float(cm.compute_ns(self.coef, *self.compute_terms(div, stick)))
+        """Once per (division, stick) of the op key: the enumeration ranks divisions by it, then builds them."""
+        key = ("compute", div.factors, div.chunks, stick)
+        if key not in self.memo.derived:
+            self.memo.derived[key] = float(cm.compute_ns(self.coef, *self.compute_terms(div, stick)))
+        return self.memo.derived[key]
 
     # ---- reads from device memory -----------------------------------------
     def hbm_read_bytes(self, lay: Layout, j: int, base_stick: int) -> int:
@@ -422,6 +424,16 @@ class OpCandidates:
         return per_tile * tile.tiles
 
 
+def _project(wide: list[tuple], dims) -> list[tuple]:
+    """Each box's ranges of ``dims`` in order, ``(0, 1)`` where a dim is None (boxes widened by a last
+    ``(0, 1)``): ``division.project`` over every core at once, by ``itemgetter``."""
+    idx = [len(wide[0]) - 1 if d is None else d for d in dims]
+    if len(idx) < 2:
+        return [tuple(box[i] for i in idx) for box in wide]
+    get = itemgetter(*idx)
+    return [get(box) for box in wide]
+
+
 def _even(div: Division, extents: tuple[int, ...], units: tuple[int, ...]) -> bool:
     """Every factor divides its dim's whole units: all parts equal."""
     return all(-(-e // u) % f == 0 for e, u, f in zip(extents, units, div.factors))
@@ -443,144 +455,4 @@ def _requests(part: Box, shape, stick: int, elem_bytes: int, stick_bytes: int, b
     return runs * ceil(sticks / runs / burst)
 
 
-@dataclass(frozen=True)
-class EdgeAnalysis:
-    """What it takes for a consumer layout to read a producer layout's resident output."""
-
-    inplace: bool
-    relayout_legal: bool
-    relayout_ns: float
-    fan_in: int
-    copy_bytes: int  # per-core LX bytes of the consumer-side copy (relayout)
-    why: str  # reason a relayout is illegal, for diagnostics
-    runs: int = 0  # contiguous runs one consumer core gathers (relayout)
-    link_bytes: int = 0  # bytes over the busiest directed ring link (relayout)
-    hops: int = 0  # the longest way a fragment travels around the ring (relayout)
-    ingress_bytes: int = 0  # bytes the busiest consumer core takes in from other cores (relayout)
-
-
-def analyse_edge(
-    prod_lay: Layout, cons: OpCandidates, cons_lay: Layout, j: int, tensor: Tensor, hw: HardwareSpec, coef: Coefficients
-) -> EdgeAnalysis:
-    reads = cons_lay.reads[j]
-    own = prod_lay.owner_boxes
-    sb = hw.stick_bytes
-    inplace = all(own.get(c) == box for c, box in reads)
-    src, dst = len(own), cons_lay.division.cores
-    copy = cons.max_read_bytes(cons_lay, j, prod_lay.stick)
-    fan_in, runs, why = _fan_in_and_runs(prod_lay, reads, tensor, sb)
-    legal, reason = True, ""
-    if dst % src:
-        legal, reason = False, f"destination cores {dst} not a multiple of source cores {src}"
-    elif fan_in > hw.relayout_fan_in:
-        legal, reason = False, f"fan-in {fan_in} exceeds {hw.relayout_fan_in}"
-    if not legal or inplace:
-        return EdgeAnalysis(inplace, legal, 0.0, fan_in, copy, reason or why, runs)
-    link, hops, ingress = ring_traffic(prod_lay, reads, tensor, hw)
-    ns = float(cm.relayout_ns(coef, runs, fan_in, ingress, link, hops))
-    return EdgeAnalysis(inplace, legal, ns, fan_in, copy, why, runs, link, hops, ingress)
-
-
-def ring_traffic(prod_lay: Layout, reads, tensor: Tensor, hw: HardwareSpec) -> tuple[int, int, int]:
-    """(bytes over the busiest directed ring link, longest hop count, most bytes one consumer core takes in
-    from other cores) when every consumer core gathers its fragments from the owner cores, each the shorter
-    way round (ties clockwise).
-
-    Vectorised over (consumer core, owner slice): per dim, the overlap of each consumer box with each
-    owner range (padded to sticks on the stick dim); their outer product is every fragment's bytes.
-    """
-    n, sb, eb, stick = hw.cores, hw.stick_bytes, tensor.elem_bytes, prod_lay.stick
-    rank = len(tensor.shape)
-    ranges = [sorted({box[d] for box in prod_lay.owner_boxes.values()}) for d in range(rank)]
-    where = [{r: x for x, r in enumerate(rs)} for rs in ranges]
-    owner = np.full([len(rs) for rs in ranges], -1, dtype=np.int64)
-    for c, box in prod_lay.owner_boxes.items():
-        owner[tuple(where[d][box[d]] for d in range(rank))] = c
-    cores = np.array([c for c, _ in reads], dtype=np.int64)
-    nbytes = np.full((len(reads),) + (1,) * rank, sb, dtype=np.int64)
-    for d in range(rank):
-        lo = np.array([box[d][0] for _, box in reads], dtype=np.int64)[:, None]
-        hi = np.array([box[d][1] for _, box in reads], dtype=np.int64)[:, None]
-        r0, r1 = (np.array([r[k] for r in ranges[d]], dtype=np.int64)[None, :] for k in (0, 1))
-        ext = np.maximum(np.minimum(hi, r1) - np.maximum(lo, r0), 0)
-        if d == stick:
-            ext = -(-ext * eb // sb)
-        nbytes = nbytes * ext.reshape((len(reads),) + (1,) * d + (-1,) + (1,) * (rank - d - 1))
-    dst = np.broadcast_to(cores.reshape((-1,) + (1,) * rank), nbytes.shape)
-    src = np.broadcast_to(owner[None], nbytes.shape)
-    moves = (nbytes > 0) & (src >= 0) & (src != dst)
-    o, c, b = src[moves], dst[moves], nbytes[moves]
-    right, left = (c - o) % n, (o - c) % n
-    hops = int(np.minimum(right, left).max(initial=0))
-    ingress = int(np.bincount(c, weights=b, minlength=n).max(initial=0)) if len(c) else 0
-    cw, ccw = np.zeros(2 * n + 1, dtype=np.int64), np.zeros(2 * n + 1, dtype=np.int64)
-    way = right <= left  # clockwise: links o -> o+1 ...; else counter-clockwise, indexed by source core minus one
-    np.add.at(cw, o[way], b[way])
-    np.add.at(cw, o[way] + right[way], -b[way])
-    np.add.at(ccw, c[~way], b[~way])
-    np.add.at(ccw, c[~way] + left[~way], -b[~way])
-    return max(_arc_max(cw, n), _arc_max(ccw, n)), hops, ingress
-
-
-def _arc_max(diff: np.ndarray, n: int) -> int:
-    run = np.cumsum(diff[: 2 * n])
-    return int((run[:n] + run[n:]).max())
-
-
-def _fan_in_and_runs(prod_lay: Layout, reads, tensor: Tensor, sb: int) -> tuple[int, int, str]:
-    """Per dim, the most producer slices one consumer slice overlaps (fan-in is their product)."""
-    rank = len(tensor.shape)
-    own_ranges = [sorted({box[d] for box in prod_lay.owner_boxes.values()}) for d in range(rank)]
-    read_ranges = [sorted({box[d] for _, box in reads}) for d in range(rank)]
-    fan = 1
-    frag_ext, whole_ext = [], []
-    for d in range(rank):
-        worst, worst_frag, worst_whole = 0, 1, 1
-        for lo, hi in read_ranges[d]:
-            hits = [(a, b) for a, b in own_ranges[d] if a < hi and lo < b]
-            if len(hits) > worst:
-                a, b = hits[0]
-                worst, worst_frag, worst_whole = len(hits), min(hi, b) - max(lo, a), b - a
-        fan *= max(worst, 1)
-        frag_ext.append(worst_frag)
-        whole_ext.append(worst_whole)
-    frag = tuple((0, e) for e in frag_ext)
-    whole = tuple((0, e) for e in whole_ext)
-    runs = fan * contiguous_runs(frag, whole, prod_lay.stick, tensor.elem_bytes, sb)
-    return fan, runs, ""
-
-
-def restick_traffic(
-    cands: OpCandidates, lay: Layout, j: int, stored: int, need: int, producer: Layout | None
-) -> tuple[int, int]:
-    """(bytes, DMA requests) a restickify of operand j stages through device memory.
-
-    The consumer cores read their slices in the stored stick and transpose them. A
-    resident producer (``producer`` given) first writes its slices out; a tensor
-    already in device memory is written back in the needed stick, and the op then
-    reads that copy like any device-memory operand.
-    """
-    nbytes, requests = cands.hbm_read_bytes(lay, j, stored), cands.hbm_read_requests(lay, j, stored)
-    if producer is not None:
-        return nbytes + producer.write_bytes, requests + producer.write_requests
-    return nbytes + cands.hbm_read_bytes(lay, j, need), requests + cands.hbm_read_requests(lay, j, need)
-
-
-def restick_cost_ns(cands: OpCandidates, lay: Layout, j: int, stored: int, need: int, producer: Layout | None) -> float:
-    return float(cm.restick_ns(cands.coef, *restick_traffic(cands, lay, j, stored, need, producer)))
-
-
-def leaf_read(cands: OpCandidates, lay: Layout, j: int) -> tuple[int, int, float]:
-    """(bytes, DMA requests) the op reads of a graph input or weight operand, in the stick it reads it
-    in, and the restickify ns when that is not the stick it is stored in (its last dim)."""
-    base = cands.g.tensors[cands.refs[j].base]
-    stored = len(base.shape) - 1
-    need = stored if lay.required[j] is None else lay.required[j]
-    restick = restick_cost_ns(cands, lay, j, stored, need, None) if need != stored else 0.0
-    return cands.hbm_read_bytes(lay, j, need), cands.hbm_read_requests(lay, j, need), restick
-
-
-__all__ = [
-    "EdgeAnalysis", "Layout", "OpCandidates", "OperandRef", "analyse_edge", "box_extents",
-    "dma_requests", "leaf_read", "op_signature", "resolve", "restick_cost_ns", "restick_traffic", "ring_traffic",
-]  # fmt: skip
+__all__ = ["Layout", "OpCandidates", "OperandRef", "box_extents", "dma_requests", "op_signature", "resolve"]

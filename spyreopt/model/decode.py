@@ -8,7 +8,8 @@ from spyreopt.model import staging
 from spyreopt.model.bounds import candidate_scope
 from spyreopt.model.formulation import Solution
 from spyreopt.model.inplace import lifetime, writes_over
-from spyreopt.model.plan import EdgePlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.plan import Plan
+from spyreopt.model.plan_data import EdgePlan, OpPlan, TensorPlan
 from spyreopt.model.problem import Problem
 from spyreopt.model.tiling import decode_loops
 

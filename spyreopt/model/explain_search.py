@@ -13,17 +13,9 @@ from dataclasses import replace
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.errors import PlanError
 from spyreopt.model.division import label
-from spyreopt.model.explain import (
-    Alternative,
-    EdgeExplanation,
-    OpExplanation,
-    build_problem,
-    choice_of,
-    locate,
-    plan_decisions,
-    term_value,
-)
-from spyreopt.model.plan import EdgePlan, Plan
+from spyreopt.model.explain_problem import build_problem, choice_of, locate, plan_decisions, term_value
+from spyreopt.model.explanation import Alternative, EdgeExplanation, OpExplanation, choice_text
+from spyreopt.model.plan_data import EdgePlan, PlanData
 
 US = COST_UNIT_US
 FORBIDDABLE_MODES = ("relayout", "restickify")
@@ -40,7 +32,7 @@ def signed(units: int) -> str:
 class Search:
     """The plan's assignment in its rebuilt Problem, and every one-op change of it evaluated on demand."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: PlanData):
         self.plan = plan
         self.notes: list[str] = []
         restriction = plan.stats.get("restriction") or {}
@@ -423,12 +415,12 @@ class Search:
             end, res = best
             c = choice_of(p, end, res["s"])
             out.append(
-                f"in place needs {p.ops[end].name} at {_choice_text(c)}: plan total {signed(res['cost'] - self.base)}"
+                f"in place needs {p.ops[end].name} at {choice_text(c)}: plan total {signed(res['cost'] - self.base)}"
             )
         if refused is not None and (best is None or refused[1]["alone"] < best[1]["alone"]):
             end, res = refused
             c = choice_of(p, end, res["s"])
-            out.append(f"in place with {p.ops[end].name} at {_choice_text(c)} is impossible: {res['why'][0]}")
+            out.append(f"in place with {p.ops[end].name} at {choice_text(c)} is impossible: {res['why'][0]}")
         if not out:
             out.append(f"no single change of {p.ops[u].name} or {p.ops[v].name} puts it in place")
         return out
@@ -445,9 +437,3 @@ def _other_residency(home: tuple[int, str], groups: dict) -> tuple[int, str] | N
     layout, res = home
     order = ("hbm",) if res != "hbm" else ("lx", "lx+hbm")
     return next(((layout, r) for r in order if (layout, r) in groups), None)
-
-
-def _choice_text(c) -> str:
-    from spyreopt.model.explain_text import choice_text
-
-    return choice_text(c)

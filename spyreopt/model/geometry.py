@@ -18,9 +18,10 @@ import numpy as np
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.costmodel.spyre import EdgeQuantities
 from spyreopt.model import memo
-from spyreopt.model.candidates import OpCandidates, analyse_edge, restick_traffic
+from spyreopt.model.candidates import OpCandidates
 from spyreopt.model.division import reduction_split
-from spyreopt.model.graph import Tensor
+from spyreopt.model.edge_analysis import analyse_edge, restick_traffic
+from spyreopt.model.graph_parts import Tensor
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.sharing import busiest_shared, read_sharing
 

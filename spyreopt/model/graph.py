@@ -8,76 +8,26 @@ the stick dim moves with them); reshape materialises a copy. The JSON form
 
 from __future__ import annotations
 
+import graphlib
 import json
-from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from spyreopt.errors import FormatError, GraphError
+from spyreopt.model.graph_parts import (
+    DEFAULT_DEVICE_MEMORY,
+    DTYPE_BYTES,
+    POINTWISE_FNS,
+    REDUCE_FNS,
+    Op,
+    Tensor,
+    broadcast_shapes,
+)
+from spyreopt.model.json_form import check_version, parse_json
 
-DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1, "int64": 8}  # int64: index tensors (inductor adapter)
-DTYPES = tuple(DTYPE_BYTES)
-"""Element types a tensor may have (``DTYPE_BYTES`` gives their sizes)."""
-POINTWISE_FUNCTIONS = (
-    "add", "sub", "mul", "div", "max", "min", "pow",  # binary (broadcasting)
-    "neg", "exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "relu", "tanh", "sigmoid", "square", "copy",
-)  # fmt: skip
-"""Functions ``Graph.pointwise`` takes (``so.POINTWISE_FUNCTIONS``)."""
-REDUCTIONS = ("sum", "max", "min", "mean")
-"""Functions ``Graph.reduce`` takes (``so.REDUCTIONS``)."""
-POINTWISE_FNS = set(POINTWISE_FUNCTIONS)
-TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "recip", "gelu", "silu", "tanh", "sigmoid", "pow", "div"}  # slow path
-REDUCE_FNS = set(REDUCTIONS)
+if TYPE_CHECKING:
+    import networkx as nx
+
 GRAPH_VERSION = 1  # of the JSON form; readers accept it and files without a version (written before it existed)
-DEFAULT_DEVICE_MEMORY = 128 << 30  # HardwareSpec().device_memory_bytes; checked again per problem
-
-OP_KINDS = ("matmul", "pointwise", "reduce", "view", "reshape")
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    role: str  # input | weight | activation
-    producer: str | None = None
-
-    @property
-    def elem_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.elem_bytes
-
-
-@dataclass(frozen=True)
-class Op:
-    name: str
-    kind: str
-    inputs: tuple[str, ...]
-    output: str
-    attrs: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
-
-
-def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    rank = max(len(s) for s in shapes)
-    out = []
-    for axis in range(rank):
-        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise GraphError(f"op {op!r}: shapes {list(shapes)} do not broadcast (axis {axis}: {sorted(dims)})")
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
 
 
 class Graph:
@@ -300,8 +250,18 @@ class Graph:
         return y
 
     # queries
+    def compute_ops(self) -> list[Op]:
+        """The ops that run, in schedule order: every op but the views, which move no data (a view's consumer
+        reads its input with the stick dim moved; the planner decides nothing for it)."""
+        return [o for o in self.ops.values() if o.kind != "view"]
+
     def to_networkx(self) -> nx.DiGraph:
-        """The op graph: a node per op (attribute ``kind``), an edge per producer -> consumer (``tensor``)."""
+        """The op graph: a node per op (attribute ``kind``), an edge per producer -> consumer (``tensor``).
+
+        networkx is imported here, on use: the planner itself needs only the standard library's ``graphlib``,
+        and a command with a 0.3 s limit should not spend a tenth of it importing networkx."""
+        import networkx as nx
+
         g = nx.DiGraph()
         for o in self.ops.values():
             g.add_node(o.name, kind=o.kind)
@@ -313,12 +273,17 @@ class Graph:
 
     def check(self) -> None:
         """Raise GraphError if the graph is not a DAG in schedule order or has no outputs."""
-        g = self.to_networkx()
-        if not nx.is_directed_acyclic_graph(g):
-            cycle = nx.find_cycle(g)
-            raise GraphError(f"op {cycle[0][0]!r}: the graph has a cycle {[u for u, _ in cycle]}")
+        order = graphlib.TopologicalSorter({o.name: self._producers(o) for o in self.ops.values()})
+        try:
+            order.prepare()
+        except graphlib.CycleError as exc:
+            cycle = exc.args[1][:-1]  # graphlib repeats the first node at the end
+            raise GraphError(f"op {cycle[0]!r}: the graph has a cycle {cycle}") from None
         if not self.outputs:
             raise GraphError(f"graph {self.name!r}: no outputs; mark at least one with Graph.output")
+
+    def _producers(self, op: Op) -> set[str]:
+        return {p for x in op.inputs if (p := self.tensors[x].producer) is not None}
 
     def __repr__(self) -> str:
         kinds: dict[str, int] = {}
@@ -381,15 +346,100 @@ class Graph:
     def from_dict(cls, data: Any) -> Graph:
         """Rebuild a graph by replaying its ops through the builder; FormatError or GraphError naming the field,
         op or tensor when the data is malformed, FormatError for a version this spyreopt does not read."""
-        from spyreopt.model.graph_json import graph_from_dict
-
         return graph_from_dict(data)
 
     @classmethod
     def from_json(cls, text: str) -> Graph:
         """``from_dict`` of a JSON text (FormatError when it is not JSON)."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"graph JSON: not valid JSON ({exc})") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, "graph JSON"))
+
+
+def _field(obj: Any, key: str, kind: type | tuple, where: str) -> Any:
+    if not isinstance(obj, dict):
+        raise FormatError(f"{where}: expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise FormatError(f"{where}: missing field {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise FormatError(f"{where}.{key}: expected {expected}, got {type(value).__name__}")
+    return value
+
+
+def _shape(obj: dict, where: str) -> tuple[int, ...]:
+    shape = _field(obj, "shape", list, where)
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        raise FormatError(f"{where}.shape: expected a list of integers, got {shape!r}")
+    if any(d <= 0 for d in shape):
+        raise FormatError(f"{where}.shape: zero or negative size in {shape}")
+    return tuple(shape)
+
+
+def graph_from_dict(data: Any) -> Graph:
+    """The graph a JSON document describes, rebuilt by replaying its ops through the builder, so it obeys exactly
+    the rules of one built in Python (shapes, dtypes, order)."""
+    check_version(data, GRAPH_VERSION, "graph JSON")
+    name = _field(data, "name", str, "graph")
+    g = Graph(name)
+    for i, leaf in enumerate(_field(data, "leaves", list, "graph")):
+        where = f"graph.leaves[{i}]"
+        lname = _field(leaf, "name", str, where)
+        role = _field(leaf, "role", str, where)
+        if role not in ("input", "weight"):
+            raise FormatError(f"{where}.role: expected 'input' or 'weight', got {role!r}")
+        dtype = _field(leaf, "dtype", str, where)
+        (g.input if role == "input" else g.weight)(lname, _shape(leaf, where), dtype)
+    for i, op in enumerate(_field(data, "ops", list, "graph")):
+        where = f"graph.ops[{i}]"
+        _replay(g, op, where)
+    outputs = _field(data, "outputs", list, "graph")
+    for j, out in enumerate(outputs):
+        if not isinstance(out, str):
+            raise FormatError(f"graph.outputs[{j}]: expected a tensor name, got {out!r}")
+        g.output(out)
+    g.check()
+    return g
+
+
+def _replay(g: Graph, op: dict, where: str) -> None:
+    name = _field(op, "name", str, where)
+    kind = _field(op, "kind", str, where)
+    inputs = _field(op, "inputs", list, where)
+    attrs = op.get("attrs", {})
+    if not isinstance(attrs, dict):
+        raise FormatError(f"{where}.attrs: expected an object")
+    dtype = op.get("dtype")
+    for j, x in enumerate(inputs):
+        if not isinstance(x, str):
+            raise FormatError(f"{where}.inputs[{j}]: expected a tensor name, got {x!r}")
+    try:
+        if kind == "matmul":
+            _arity(inputs, 2, where)
+            out = g.matmul(*inputs, name=name, dtype=dtype)
+        elif kind == "pointwise":
+            out = g.pointwise(_field(attrs, "fn", str, f"{where}.attrs"), *inputs, name=name, dtype=dtype)
+        elif kind == "reduce":
+            _arity(inputs, 1, where)
+            out = g.reduce(
+                _field(attrs, "fn", str, f"{where}.attrs"), inputs[0], _field(attrs, "dims", list, f"{where}.attrs"),
+                name=name, dtype=dtype,
+            )  # fmt: skip
+        elif kind == "view":
+            _arity(inputs, 1, where)
+            out = g.permute(inputs[0], _field(attrs, "perm", list, f"{where}.attrs"), name=name)
+        elif kind == "reshape":
+            _arity(inputs, 1, where)
+            out = g.reshape(inputs[0], _shape(op, where), name=name)
+        else:
+            raise GraphError(f"op {name!r}: unknown op kind {kind!r}; known: matmul, pointwise, reduce, view, reshape")
+    except TypeError as exc:
+        raise FormatError(f"{where}: {exc}") from exc
+    if "shape" in op and tuple(_shape(op, where)) != g.tensors[out].shape:
+        raise GraphError(f"op {name!r}: declared shape {op['shape']} but inputs give {list(g.tensors[out].shape)}")
+    if "output" in op and op["output"] != out:
+        raise FormatError(f"{where}.output: expected {out!r} (outputs are named after their op), got {op['output']!r}")
+
+
+def _arity(inputs: list, n: int, where: str) -> None:
+    if len(inputs) != n:
+        raise FormatError(f"{where}.inputs: expected {n} tensor(s), got {len(inputs)}")

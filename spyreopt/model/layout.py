@@ -29,7 +29,7 @@ def padded_bytes(extents: tuple[int, ...], stick_dim: int, elem_bytes: int, stic
 
 
 def box_extents(box: Box) -> tuple[int, ...]:
-    return tuple(hi - lo for lo, hi in box)
+    return tuple([hi - lo for lo, hi in box])  # a list first: a generator is slower on a handful of dims
 
 
 @lru_cache(maxsize=1 << 16)
@@ -56,8 +56,10 @@ def _box_at(extents: tuple[int, ...], offset: int, stick_dim: int) -> Box:
     return tuple((offset, offset + e) if d == stick_dim else (0, e) for d, e in enumerate(extents))
 
 
+@lru_cache(maxsize=1 << 16)
 def span_bytes(box: Box, shape: tuple[int, ...], stick_dim: int, elem_bytes: int, stick_bytes: int) -> int:
-    """Device-memory address range a core touches to read or write ``box`` of the tensor."""
+    """Device-memory address range a core touches to read or write ``box`` of the tensor (each core's box is
+    checked for every layout that gives it that box: cached)."""
     ext, offset = _aligned(box, stick_dim, elems_per_stick(elem_bytes, stick_bytes))
     return _span(ext, offset, shape, stick_dim, elem_bytes, stick_bytes)
 

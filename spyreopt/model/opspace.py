@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spyreopt.model.graph import Graph, Op
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import Op
 
 
 @dataclass(frozen=True)

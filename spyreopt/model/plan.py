@@ -1,125 +1,45 @@
-"""Plan: every decision, the predicted cost, and an independent validator.
+"""Plan: a plan's data (``model.plan_data``) with what a user does with one: check it, explain it, read it.
 
-A plan is self-contained: it carries the graph, the hardware spec and the cost
-coefficients it was made for, so ``validate`` re-derives every slice, edge mode,
-buffer and cost from first principles without any solver.
+The conveniences reach the modules that read a plan (the judges in ``model.check``, ``model.explain``,
+``model.plan_table``), which take a ``PlanData``; none of them imports this module, so there is no circle.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spyreopt.errors import FormatError
+from spyreopt.model.json_form import parse_json
+from spyreopt.model.plan_data import PlanData
+from spyreopt.model.plan_json import plan_fields
 from spyreopt.model.plan_table import plan_table
 
-EDGE_MODES = ("inplace", "relayout", "restickify", "hbm", "spill")
-PLAN_VERSION = 1  # of the JSON form (docs/formats.md); readers accept it and files without a version
-STATUSES = ("optimal", "feasible", "timeout", "interrupted", "infeasible", "error")
+if TYPE_CHECKING:
+    from spyreopt.model.explanation import Explanation
+    from spyreopt.model.problem import Problem
 
 
-@dataclass
-class OpPlan:
-    name: str
-    kind: str
-    division: dict[str, int]
-    cores: int
-    stick: int
-    residency: str
-    predicted_us: float
-    breakdown: dict[str, float]
-    loop: int | None = None  # index into ``Plan.loops`` when the op runs inside a tiled loop
-    inplace_over: int | None = None  # operand whose dying scratchpad buffer the output is written over
+class Plan(PlanData):
+    """Every decision of a solved graph, as ``so.solve`` returns it (fields: ``model.plan_data.PlanData``)."""
 
+    @classmethod
+    def from_dict(cls, data: Any) -> Plan:
+        """The plan a JSON document describes, every field type-checked (FormatError naming the field)."""
+        return cls(**plan_fields(data))
 
-@dataclass
-class TensorPlan:
-    name: str
-    producer: str
-    residency: str
-    stick: int
-    address: int | None
-    bytes_per_core: int
-    lifetime: list[int]  # half-open op steps [lo, hi) while resident (through its last reader)
-
-
-@dataclass
-class EdgePlan:
-    tensor: str
-    producer: str
-    consumer: str
-    operand: int
-    mode: str
-    restickify: bool
-    copy_address: int | None
-    copy_bytes_per_core: int
-    lifetime: list[int]
-    fan_in: int
-
-
-@dataclass
-class LoopPlan:
-    """A tiled loop: iteration t runs every op of ``ops`` (schedule order) on tile t of its tiled dim.
-
-    Tile t of a dim of extent E is [t*E/T, (t+1)*E/T); each op's core division applies within the tile.
-    """
-
-    ops: list[str]  # schedule order
-    dim: str  # the tiled dim in the first op's division naming (m, n, k, b0.. for matmuls; d0, d1.. otherwise)
-    op_dims: dict[str, str]  # each op's tiled dim in its own division naming ("k": a matmul tiled over its reduction)
-    tiles: int
-    footprint_bytes: int  # per iteration, per core: live tile buffers + staged operands + accumulators
-    staged: list[str] = field(default_factory=list)  # loop-invariant tensors loaded on chip once
-    accumulate: bool = False  # some op reduces over the tiled dim: its partial result stays on chip
-
-
-@dataclass
-class Plan:
-    graph: dict
-    hardware: dict
-    coefficients: dict
-    ops: list[OpPlan]
-    tensors: list[TensorPlan]
-    edges: list[EdgePlan]
-    status: str
-    cost_us: float
-    bound_us: float | None
-    solve_seconds: float
-    backend: str
-    seed: int = 0
-    message: str = ""
-    stats: dict[str, Any] = field(default_factory=dict)
-    loops: list[LoopPlan] = field(default_factory=list)
-
-    # ---- views -------------------------------------------------------------
-    def op(self, name: str) -> OpPlan:
-        for o in self.ops:
-            if o.name == name:
-                return o
-        raise KeyError(f"plan has no op {name!r}")
-
-    def tensor(self, name: str) -> TensorPlan:
-        for t in self.tensors:
-            if t.name == name:
-                return t
-        raise KeyError(f"plan has no tensor {name!r}")
-
-    @property
-    def gap(self) -> float | None:
-        if self.bound_us is None or self.cost_us <= 0:
-            return None
-        return max(self.cost_us - self.bound_us, 0.0) / self.cost_us
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        """``from_dict`` of a JSON text (FormatError when it is not JSON)."""
+        return cls.from_dict(parse_json(text, "plan JSON"))
 
     def table(self, summary: bool = True, labels: dict[str, str] | None = None) -> str:
         """A readable per-op table with a legend and the edges not in place; the total line with ``summary``;
         ``labels`` (op -> text, e.g. the model's module path) adds a column."""
         return plan_table(self, summary, labels)
 
-    def explain(self, op: str | None = None):
+    def explain(self, op: str | None = None) -> Explanation:
         """Why each op (or only ``op``) has its decision: its best rejected alternatives with their exact plan
         cost and the price of each change, and why each edge not in place is not (``model.explain``)."""
-        from spyreopt.model.explain import explain
+        from spyreopt.model.explain import explain  # rebuilds the plan's Problem: loaded when asked
 
         return explain(self, op)
 
@@ -129,36 +49,12 @@ class Plan:
 
         return viz.show_plan(self)
 
-    # ---- JSON --------------------------------------------------------------
-    def to_dict(self, timing: bool = False) -> dict:
-        """Every decision; wall-clock measurements only with ``timing=True`` (they vary between runs)."""
-        data = asdict(self)
-        data["version"] = PLAN_VERSION
-        if not timing:
-            data.pop("solve_seconds")
-            data["stats"] = {k: v for k, v in data["stats"].items() if k != "timing"}
-        return data
+    def validate(self, problem: Problem | None = None) -> None:
+        """Raise PlanError naming the constraint, op, buffer and numbers if any hard constraint fails.
 
-    def to_json(self, timing: bool = False) -> str:
-        """Deterministic JSON (sorted keys): same input and seed give the same bytes."""
-        return json.dumps(self.to_dict(timing), sort_keys=True, indent=1)
+        The check judges the plan against the one-candidate Problem of its own choices. A planner that holds that
+        Problem already (every op fixed, as it built it) passes it as ``problem``: it is used only if it is the very
+        Problem the check would build (same graph, hardware, coefficients, choices and staging), else rebuilt."""
+        from spyreopt.model.check.plans import check_plan  # the judge loads when asked
 
-    @classmethod
-    def from_json(cls, text: str) -> Plan:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"plan JSON: not valid JSON ({exc})") from exc
-        from spyreopt.model.plan_json import plan_from_dict
-
-        return plan_from_dict(data)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Plan) and self.to_json() == other.to_json()
-
-    # ---- validation --------------------------------------------------------
-    def validate(self) -> None:
-        """Raise PlanError naming the constraint, op, buffer and numbers if any hard constraint fails."""
-        from spyreopt.model.plan_check import check_plan
-
-        check_plan(self)
+        check_plan(self, problem)

@@ -1,4 +1,4 @@
-"""Plan from JSON: every field type-checked, errors naming the field."""
+"""A plan's fields from JSON (``Plan.from_dict``): every field type-checked, errors naming the field."""
 
 from __future__ import annotations
 
@@ -7,8 +7,17 @@ from dataclasses import fields
 from typing import Any, get_args, get_origin, get_type_hints
 
 from spyreopt.errors import FormatError
-from spyreopt.model.graph_json import check_version
-from spyreopt.model.plan import EDGE_MODES, PLAN_VERSION, STATUSES, EdgePlan, LoopPlan, OpPlan, Plan, TensorPlan
+from spyreopt.model.json_form import check_version
+from spyreopt.model.plan_data import (
+    EDGE_MODES,
+    PLAN_VERSION,
+    STATUSES,
+    EdgePlan,
+    LoopPlan,
+    OpPlan,
+    PlanData,
+    TensorPlan,
+)
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 
@@ -81,45 +90,46 @@ def _list(data: dict, key: str) -> list:
     return value
 
 
-def plan_from_dict(data: Any) -> Plan:
+def _records(data: dict, key: str, cls: type, choices: dict[str, tuple], non_negative: tuple[str, ...]) -> list[dict]:
+    """``plan.<key>``: each record type-checked, each ``choices`` field one of its values, each ``non_negative``
+    field (when set) at least 0."""
+    out = []
+    for i, x in enumerate(_list(data, key)):
+        where = f"plan.{key}[{i}]"
+        rec = _record(cls, x, where)
+        for name, allowed in choices.items():
+            if rec[name] not in allowed:
+                raise FormatError(f"{where}.{name}: {rec[name]!r} not one of {allowed}")
+        for name in non_negative:
+            if rec[name] is not None and rec[name] < 0:
+                raise FormatError(f"{where}.{name}: negative ({rec[name]})")
+        out.append(rec)
+    return out
+
+
+def plan_fields(data: Any) -> dict[str, Any]:
+    """The keyword arguments of a ``PlanData`` (or ``Plan``) a JSON document describes."""
     check_version(data, PLAN_VERSION, "plan JSON")
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k != "version"}
-    top = _record(Plan, data, "plan", skip=("ops", "tensors", "edges", "loops"))
-    ops = []
-    for i, o in enumerate(_list(data, "ops")):
-        rec = _record(OpPlan, o, f"plan.ops[{i}]")
-        for d, f in rec["division"].items():
+    top = _record(PlanData, data, "plan", skip=("ops", "tensors", "edges", "loops"))
+    ops = [OpPlan(**rec) for rec in _records(data, "ops", OpPlan, {"residency": RESIDENCIES}, ("inplace_over",))]
+    for i, o in enumerate(ops):
+        for d, f in o.division.items():
             if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
                 raise FormatError(f"plan.ops[{i}].division.{d}: expected a positive integer, got {f!r}")
-        if rec["residency"] not in RESIDENCIES:
-            raise FormatError(f"plan.ops[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
-        if rec["inplace_over"] is not None and rec["inplace_over"] < 0:
-            raise FormatError(f"plan.ops[{i}].inplace_over: negative operand index ({rec['inplace_over']})")
-        ops.append(OpPlan(**rec))
-    tensors = []
-    for i, t in enumerate(_list(data, "tensors")):
-        rec = _record(TensorPlan, t, f"plan.tensors[{i}]")
-        if rec["residency"] not in RESIDENCIES:
-            raise FormatError(f"plan.tensors[{i}].residency: {rec['residency']!r} not one of {RESIDENCIES}")
-        if rec["bytes_per_core"] < 0:
-            raise FormatError(f"plan.tensors[{i}].bytes_per_core: negative ({rec['bytes_per_core']})")
-        tensors.append(TensorPlan(**rec))
-    edges = []
-    for i, e in enumerate(_list(data, "edges")):
-        rec = _record(EdgePlan, e, f"plan.edges[{i}]")
-        if rec["mode"] not in EDGE_MODES:
-            raise FormatError(f"plan.edges[{i}].mode: {rec['mode']!r} not one of {EDGE_MODES}")
-        if rec["copy_bytes_per_core"] < 0:
-            raise FormatError(f"plan.edges[{i}].copy_bytes_per_core: negative ({rec['copy_bytes_per_core']})")
-        edges.append(EdgePlan(**rec))
+    records = _records(data, "tensors", TensorPlan, {"residency": RESIDENCIES}, ("bytes_per_core",))
+    tensors = [TensorPlan(**rec) for rec in records]
+    edges = [
+        EdgePlan(**rec) for rec in _records(data, "edges", EdgePlan, {"mode": EDGE_MODES}, ("copy_bytes_per_core",))
+    ]
     if top["status"] not in STATUSES:
         raise FormatError(f"plan.status: {top['status']!r} not one of {STATUSES}")
     loops = _loops(data.get("loops", []))
     for i, o in enumerate(ops):
         if o.loop is not None and not 0 <= o.loop < len(loops):
             raise FormatError(f"plan.ops[{i}].loop: {o.loop} is not an index into plan.loops ({len(loops)} loops)")
-    return Plan(ops=ops, tensors=tensors, edges=edges, loops=loops, **top)
+    return dict(ops=ops, tensors=tensors, edges=edges, loops=loops, **top)
 
 
 def _loops(data: Any) -> list[LoopPlan]:

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from spyreopt.limits import PAST_DEADLINE
 
 if TYPE_CHECKING:
-    from spyreopt.model.plan import Plan
+    from spyreopt.model.plan_data import PlanData
 
 
-def budget_cuts(plan: Plan) -> list[str]:
+def budget_cuts(plan: PlanData) -> list[str]:
     """One sentence per stage a time or work budget cut (empty when every stage finished its own budget)."""
     stats = plan.stats
     limits = stats.get("limits")
@@ -61,7 +61,7 @@ def _reached(stage: dict, unit: float) -> str:
     return "" if objective is None else f" with a plan of {objective * unit:,.3f} µs"
 
 
-def summary_line(plan: Plan, baselines: dict[str, float] | None = None, wall: str | None = None) -> str:
+def summary_line(plan: PlanData, baselines: dict[str, float] | None = None, wall: str | None = None) -> str:
     """``total X µs predicted; baselines: independent Y µs (r x), hbm Z µs (r x)   [backend, status, time]``
     (r: the baseline's cost over the plan's)."""
     text = f"total {plan.cost_us:,.3f} µs predicted"

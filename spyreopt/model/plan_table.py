@@ -10,7 +10,7 @@ from spyreopt.model.plan_summary import budget_cuts, summary_line
 from spyreopt.model.staging import staged_inputs
 
 if TYPE_CHECKING:
-    from spyreopt.model.plan import Plan
+    from spyreopt.model.plan_data import PlanData
 
 
 LEGEND = (
@@ -24,7 +24,7 @@ BLOCKS = 48  # segments of a plan whose op names give no layers
 EDGES_LISTED = 12  # edges not in place listed by name; the rest are counted (``spyreopt explain`` has all)
 
 
-def plan_table(plan: Plan, summary: bool = True, labels: dict[str, str] | None = None) -> str:
+def plan_table(plan: PlanData, summary: bool = True, labels: dict[str, str] | None = None) -> str:
     """The per-op table, a legend, the edges not in place, staged inputs and loops; then (``summary``) the
     total with its bound, backend and status, the note and any budget that cut a stage; ``labels``
     (op -> text, e.g. the model's module path) adds a column."""
@@ -77,7 +77,7 @@ def plan_table(plan: Plan, summary: bool = True, labels: dict[str, str] | None =
     return "\n".join(lines)
 
 
-def edge_lines(plan: Plan) -> list[str]:
+def edge_lines(plan: PlanData) -> list[str]:
     """``edges: 2 inplace, 4 relayout`` and, by name, the first edges that are not in place."""
     modes: dict[str, int] = {}
     for e in plan.edges:
@@ -94,7 +94,7 @@ def edge_lines(plan: Plan) -> list[str]:
     return out
 
 
-def notes(plan: Plan) -> list[str]:
+def notes(plan: PlanData) -> list[str]:
     """The plan's note and, when a budget cut a stage, which one."""
     out = [f"note: {plan.message}"] if plan.message else []
     cuts = budget_cuts(plan)
@@ -103,7 +103,7 @@ def notes(plan: Plan) -> list[str]:
     return out
 
 
-def _loop_cell(plan: Plan, o) -> str:
+def _loop_cell(plan: PlanData, o) -> str:
     """``L0 d1/8``: the op's loop, the dim it tiles (its own naming) and the tile count; ``-`` outside loops."""
     if o.loop is None:
         return "-"
@@ -111,7 +111,7 @@ def _loop_cell(plan: Plan, o) -> str:
     return f"L{o.loop} {loop.op_dims.get(o.name, '?')}/{loop.tiles}"
 
 
-def groups_of(plan: Plan) -> list[tuple[str, list[int]]]:
+def groups_of(plan: PlanData) -> list[tuple[str, list[int]]]:
     """Runs of consecutive ops whose names share their first part (``l3`` of ``l3.attn.q_proj``): the layers;
     when that gives fewer than 2 or more than ``4 * BLOCKS`` runs, ``BLOCKS`` equal blocks in schedule order."""
     runs: list[tuple[str, list[int]]] = []
@@ -128,7 +128,7 @@ def groups_of(plan: Plan) -> list[tuple[str, list[int]]]:
     return [(f"ops {i}-{min(i + size, n) - 1}", list(range(i, min(i + size, n)))) for i in range(0, n, size)]
 
 
-def repeated_ops(plan: Plan) -> list[tuple[str, list[int]]]:
+def repeated_ops(plan: PlanData) -> list[tuple[str, list[int]]]:
     """Ops merged across groups by their name within the group (``l*.up_proj``), costliest total first."""
     groups = groups_of(plan)
     layered = len(groups) > 1 and not groups[0][0].startswith("ops ")
@@ -141,7 +141,7 @@ def repeated_ops(plan: Plan) -> list[tuple[str, list[int]]]:
     return sorted(merged.items(), key=lambda kv: (-sum(plan.ops[i].predicted_us for i in kv[1]), kv[0]))
 
 
-def group_table(plan: Plan) -> str:
+def group_table(plan: PlanData) -> str:
     """One row per layer or segment (``groups_of``): ops, predicted µs by component, ops kept on chip."""
     head = ("group", "ops", "pred_us", "compute", "memory", "relayout", "restickify", "spill", "on chip")
     rows = [head]

@@ -49,8 +49,8 @@ from spyreopt.model.tiling import (
     parse_tiling,
     staged_tensors_of,
     tiled_layouts,
-    tiling_plan,
 )
+from spyreopt.model.tiling_scope import tiling_plan
 
 RESIDENCIES = ("hbm", "lx", "lx+hbm")
 FORBIDDEN = None
@@ -146,11 +146,12 @@ class Problem:
                     f"tensor {t.name!r}: {t.nbytes} bytes exceed device memory {self.hw.device_memory_bytes}"
                 )
         self._check_device_memory()
-        self.ops = [o for o in graph.ops.values() if o.kind != "view"]
+        self.ops = graph.compute_ops()
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.fixed = fixed
         self.max_layouts = max_layouts  # the enumeration's pruning, which every "optimal" is relative to
         self._memo: dict = {}
+        self._staged: dict = {}  # staging variants of a candidate list (``_op_candidates``)
         refs = [tuple(resolve(graph, x) for x in o.inputs) for o in self.ops]
         scope, counts = tiling_plan(graph, self.ops, self.hw, refs, self.coef) if tiling else ({}, ())
         self.tile_scope = {i: d for i, d in scope.items() if not (fixed and self.ops[i].name in fixed)}
@@ -285,8 +286,14 @@ class Problem:
             fixed_mask = None if self.stage_masks is None else self.stage_masks.get(name, 0)
             if fixed_mask is None and self.fixed and name in self.fixed:
                 fixed_mask = 0  # a fixed op stages nothing unless its staging bits are given (a plan's)
-            out = staging_model.variants(self, i, out, fixed_mask)
-            list_id = self._memo.setdefault(("list", tuple(out)), len(self._memo))
+            # a function of the base list (``key``), the staging bits and the layouts' tiles (``sig``): built and
+            # hashed once per distinct op of a model, not per op (a candidate copy per staging mask)
+            staged = (key, tuple(sorted(self.stage_roles[i])), fixed_mask)
+            if staged not in self._staged:
+                out = tuple(staging_model.variants(self, i, out, fixed_mask))
+                self._staged[staged] = (out, self._memo.setdefault(("list", out), len(self._memo)))
+            out, list_id = self._staged[staged]
+            out = list(out)
         self._list_ids[i] = (out, list_id)
         return out
 

@@ -41,7 +41,7 @@ from spyreopt.model.candidates import Layout, OpCandidates
 from spyreopt.model.division import enumerate_divisions
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
-from spyreopt.model.plan import Plan
+from spyreopt.model.plan_data import PlanData
 from spyreopt.model.problem import Candidate, Problem
 from spyreopt.model.staging import staged_inputs
 from spyreopt.model.tables import EdgeTable, frozen
@@ -128,7 +128,7 @@ class RestrictedProblem(Problem):
         reuse: bool = True,
     ):
         self.restriction = restriction
-        names = {o.name for o in graph.ops.values() if o.kind != "view"}
+        names = {o.name for o in graph.compute_ops()}
         for op in restriction.pin:
             if op not in names:
                 why = "a view (it has no decisions of its own)" if op in graph.ops else "not an op of the graph"
@@ -364,7 +364,7 @@ def check_backend(restriction: Restriction, backend: str, baseline: bool) -> Non
             )
 
 
-def check_restriction(plan: Plan, restriction: Restriction) -> None:
+def check_restriction(plan: PlanData, restriction: Restriction) -> None:
     """Raise PlanError if a plan breaks a pin or uses a forbidden capability (checked from the plan alone)."""
     for name, pin in restriction.pin.items():
         op = plan.op(name)

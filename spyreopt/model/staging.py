@@ -32,9 +32,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spyreopt.costmodel.spyre import to_ps
-from spyreopt.model.candidates import analyse_edge
+from spyreopt.errors import PlanError
+from spyreopt.model.candidates import resolve
+from spyreopt.model.edge_analysis import analyse_edge
 from spyreopt.model.formulation import Edge
 from spyreopt.model.layout import box_padded_bytes
+from spyreopt.model.plan_data import EdgePlan, TensorPlan
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class Read:
 def kept_read(problem, st: Stage, lu: int, v: int, j: int, lv: int) -> Read:
     """In place when the loader's kept slices (layout ``lu``) are exactly what every core of reader v (layout
     ``lv``) reads of operand j in the same stick; else a relayout from the kept slices when legal, as for any
-    resident tensor (``candidates.analyse_edge``); another stick is never read from the kept slices."""
+    resident tensor (``edge_analysis.analyse_edge``); another stick is never read from the kept slices."""
     u = st.loader[0]
     key = ("stage read", st.tensor, problem.sig[u], st.loader[1], lu, problem.sig[v], j, lv)  # equal ids, equal layouts
     memo = problem._memo
@@ -302,8 +305,6 @@ def decoded(problem, assignment, offsets) -> tuple[list, list]:
     """The plan records of an assignment's staging: a TensorPlan per kept input (``producer`` is its loader,
     residency ``lx``, the kept buffer's address, bytes per core and lifetime) and an EdgePlan per read of the
     kept slices (mode ``inplace`` or ``relayout`` with its copy, producer the loader)."""
-    from spyreopt.model.plan import EdgePlan, TensorPlan
-
     tensors, edges = [], []
     index = stage_edge_index(problem)
     intervals = problem.formulation.edges
@@ -336,9 +337,6 @@ def decoded(problem, assignment, offsets) -> tuple[list, list]:
 def plan_masks(graph, ops: list, tensors: list, edges: list) -> dict[str, int]:
     """Each op's staging bits as a plan records them (``decoded``): the loader of every kept graph input, and
     every op reading kept slices (an edge whose tensor is a graph input or weight)."""
-    from spyreopt.errors import PlanError
-    from spyreopt.model.candidates import resolve
-
     masks: dict[str, int] = {}
     by_name = {o.name: o for o in ops}
     for t in tensors:

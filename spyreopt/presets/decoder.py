@@ -25,7 +25,8 @@ final RMSNorm and the LM head. What the builder has no op for is made explicit:
 from __future__ import annotations
 
 from spyreopt.errors import GraphError
-from spyreopt.model.graph import DTYPE_BYTES, Graph
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import DTYPE_BYTES
 
 PHASES = ("prefill", "decode")
 

@@ -34,14 +34,13 @@ import numpy as np
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.rates import WINDOW_UNITS_PER_SECOND
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.local import INF, LocalView
 from spyreopt.solvers.window_moves import WIDTH, WindowSearch
 
 ACCEPTS = frozenset({"window_work", "window"})  # options besides time_limit and seed (``registry.check_options``)
 WINDOW_SHARE = 0.8  # window moves get this share of the time limit, leaving the rest to placement
-WINDOW_UNITS_PER_SECOND = 60_000_000  # nominal rate of window work (``window_moves``): a fraction of this machine's
-# (100 to 170 million units a second, measured under load), so the budget runs out well before the clock does
 
 
 class FastView(LocalView):
@@ -249,6 +248,11 @@ def _touched(moved: list[int], dependents: list[list[int]], n: int) -> np.ndarra
     return out
 
 
+def work_for(seconds: float, share: float = 1.0) -> int:
+    """The window work that ``share`` of a ``seconds`` limit buys at the nominal rate (``spyreopt.rates``)."""
+    return int(share * WINDOW_SHARE * seconds * WINDOW_UNITS_PER_SECOND)
+
+
 def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options) -> Solution:
     unknown = sorted(set(options) - ACCEPTS)
     if unknown:
@@ -263,7 +267,7 @@ def solve(f: Formulation, *, time_limit: float = 10.0, seed: int = 0, **options)
     clock = not descend(view, a, prof, deadline, dependents, np.ones(len(a), dtype=bool))
     budget = options.get("window_work")
     if budget is None:
-        budget = int(WINDOW_SHARE * time_limit * WINDOW_UNITS_PER_SECOND)
+        budget = work_for(time_limit)
     windows = WindowSearch(view, width=options.get("window", WIDTH), budget=budget)
     active = np.ones(len(a), dtype=bool)
     stop = start + WINDOW_SHARE * time_limit  # the safety net; the rest of the time is placement's

@@ -1,18 +1,22 @@
-"""Backends behind one interface: a name maps to a module with a ``solve`` function.
+"""Backends behind one interface: a name maps to a ``Backend`` entry that says where its solve function is and
+which input it reads.
 
-Every backend module defines::
+A formulation backend's module defines::
 
     def solve(f: Formulation, *, time_limit: float, seed: int, hint=None, **options) -> Solution
 
-Modules are imported lazily so that a missing optional dependency surfaces as a
-clear error for that backend only, never as an import failure of the package.
+and runs through the reduction chain (``solve_formulation``); a baseline (``reads="problem"``) is a function
+of the Spyre Problem itself, a fixed reference point with no search. ``solve`` runs either on the input its
+entry names, so no caller tells them apart. Modules are imported lazily so that a missing optional dependency
+surfaces as a clear error for that backend only, never as an import failure of the package.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution
@@ -20,52 +24,74 @@ from spyreopt.solvers import options
 from spyreopt.solvers.presolve.feasibility import check_usage_feasible
 from spyreopt.solvers.solving_chain import solve_chain
 
-# name -> module with ``solve``; or "module:function" for a baseline that reads the Spyre Problem itself
-BACKENDS: dict[str, str] = {
-    "greedy": "spyreopt.solvers.greedy",
-    "anneal": "spyreopt.solvers.anneal",
-    "cpsat": "spyreopt.solvers.cpsat",
-    "milp": "spyreopt.solvers.milp",
-    "trws": "spyreopt.solvers.engine_start",  # the contest engine's start, then anneal
-    "hbm": "spyreopt.solvers.baselines:hbm",
-    "independent": "spyreopt.solvers.baselines:independent",
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a backend's solve function is, and the input it reads: the Formulation or the Spyre Problem."""
+
+    module: str
+    function: str = "solve"
+    reads: Literal["formulation", "problem"] = "formulation"
+
+    def load(self):
+        return getattr(importlib.import_module(self.module), self.function)
+
+
+BACKENDS: dict[str, Backend] = {
+    "greedy": Backend("spyreopt.solvers.greedy"),
+    "anneal": Backend("spyreopt.solvers.anneal"),
+    "cpsat": Backend("spyreopt.solvers.cpsat"),
+    "milp": Backend("spyreopt.solvers.milp"),
+    "trws": Backend("spyreopt.solvers.trws"),  # the contest engine's start, then anneal
+    "hbm": Backend("spyreopt.solvers.baselines", "hbm", reads="problem"),
+    "independent": Backend("spyreopt.solvers.baselines", "independent", reads="problem"),
 }
 
 
 _BUILTIN = dict(BACKENDS)
 
 
-def _reads_problem(name: str) -> bool:
-    return ":" in BACKENDS.get(name, "")
-
-
-def register(name: str, module: str) -> None:
-    """Add a backend: ``module`` must define ``solve`` with the signature above."""
-    BACKENDS[name] = module
+def register(name: str, backend: Backend) -> None:
+    """Add a backend (a formulation backend's module must define ``solve`` with the signature above)."""
+    BACKENDS[name] = backend
 
 
 def names() -> list[str]:
-    return sorted(BACKENDS, key=lambda name: (_reads_problem(name), name))
+    return sorted(BACKENDS, key=lambda name: (BACKENDS[name].reads == "problem", name))
 
 
-def get_problem_backend(name: str):
-    """The solve function of a baseline that needs the Problem, or None for formulation backends."""
-    if not _reads_problem(name):
-        return None
-    module, func = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), func)
+def entry(name: str) -> Backend:
+    """The registry's entry for ``name``; a SolverError listing the known names when there is none."""
+    if name not in BACKENDS:
+        raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
+    return BACKENDS[name]
+
+
+def reads_problem(name: str) -> bool:
+    """Whether ``name`` is a baseline that reads the Spyre Problem (a reference point, never a search)."""
+    return entry(name).reads == "problem"
 
 
 def get_backend(name: str):
-    if _reads_problem(name):
+    """The solve function of a formulation backend."""
+    backend = entry(name)
+    if backend.reads == "problem":
         raise SolverError(f"backend {name!r} is a Spyre baseline: it needs a spyreopt.Problem, use spyreopt.solve")
-    if name not in BACKENDS:
-        raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
     try:
-        module = importlib.import_module(BACKENDS[name])
+        return backend.load()
     except ImportError as exc:
         raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
-    return module.solve
+
+
+def solve(problem: Any, name: str, *, time_limit: float, seed: int, **opts: Any) -> Solution:
+    """Run backend ``name`` on the input its entry reads: the Spyre ``problem`` itself (a baseline) or its
+    Formulation, through the reduction chain."""
+    backend = entry(name)
+    if backend.reads == "formulation":
+        return solve_formulation(problem.formulation, name, time_limit=time_limit, seed=seed, **opts)
+    sol = backend.load()(problem, time_limit=time_limit, seed=seed, **opts)
+    sol.stats.setdefault("backend", name)
+    return sol
 
 
 CHAIN_OPTIONS = frozenset({"presolve"})  # ``solve_formulation``'s own options, for every formulation backend
@@ -74,16 +100,15 @@ CHAIN_OPTIONS = frozenset({"presolve"})  # ``solve_formulation``'s own options, 
 def check_options(name: str, options: dict) -> None:
     """Reject, before any work, an option the backend does not take (its module's ``ACCEPTS``; a registered
     backend without one checks its own)."""
-    if name not in BACKENDS:
-        raise SolverError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
+    backend = entry(name)
     known = _light_accepts(name)
     if known is None:
         try:
-            module = importlib.import_module(BACKENDS[name].split(":")[0])
+            module = importlib.import_module(backend.module)
         except ImportError as exc:
             raise SolverError(f"backend {name!r} is unavailable: {exc}") from exc
         known = getattr(module, "ACCEPTS", None)
-    if known is not None and not _reads_problem(name):
+    if known is not None and backend.reads == "formulation":
         known = known | CHAIN_OPTIONS  # every formulation backend runs through the chain, which takes these
     unknown = sorted(set(options) - known) if known is not None else []
     if unknown:

@@ -1,15 +1,15 @@
 """The one path from a Formulation to a backend and back: incumbent, reduction chain, search, exact inverse.
 
 1. Incumbent: the caller's ``hint`` if ``f.violations`` finds it valid, else
-   the greedy backend's plan (``GREEDY_SHARE`` of the time), checked the same
+   the greedy backend's plan (``CHAIN_GREEDY_SHARE`` of the time), checked the same
    way; for the exact backends (``EXACT``) anneal then improves it
-   (``ANNEAL_SHARE``; skipped when the formulation has more than
+   (``CHAIN_ANNEAL_SHARE``; skipped when the formulation has more than
    ``ANNEAL_CANDIDATES_PER_SECOND`` candidates per second of the limit, since
    its set-up alone would overrun) and the better checked plan is kept. Only a
    checked incumbent bounds the reductions.
 2. ``presolve.reduce_formulation(f, upper_bound=incumbent)``: the shared
    domain rules and structural reductions, each exact; for the exact backends
-   with LP reduced-cost fixing in the first pass (``LP_SHARE``). They stop at
+   with LP reduced-cost fixing in the first pass (``CHAIN_LP_SHARE``). They stop at
    ``REDUCTION_SHARE`` of the limit past the steps before them (still exact;
    ``stats["presolve"]["cut_by_clock"]`` says so).
 3. The backend searches the reduced formulation, warm-started with the
@@ -34,13 +34,13 @@ from collections.abc import Callable
 
 from spyreopt.errors import InfeasibleError, SolverError
 from spyreopt.model.formulation import Formulation, Solution, hint_start
+from spyreopt.rates import ANNEAL_CANDIDATES_PER_SECOND
 from spyreopt.solvers.presolve import Reduction, reduce_formulation
 
-GREEDY_SHARE = 0.1
-ANNEAL_SHARE = 0.1
-LP_SHARE = 0.3
+CHAIN_GREEDY_SHARE = 0.1
+CHAIN_ANNEAL_SHARE = 0.1
+CHAIN_LP_SHARE = 0.3
 REDUCTION_SHARE = 0.2  # the reductions stop at this share past the steps before them (never reserved)
-ANNEAL_CANDIDATES_PER_SECOND = 2000  # anneal's set-up grows with the candidates: beyond this rate it is skipped
 EXACT = ("cpsat", "milp")  # backends that prove: a better incumbent and the LP pay off in their proofs
 
 
@@ -62,8 +62,8 @@ def solve_chain(
     work = options.get("window_work") if backend == "greedy" else None  # greedy's work fixed: its incumbent's too
     incumbent = _incumbent(f, hint, lookup, time_limit, seed, stats, improve, work)
     bound = None if incumbent is None else incumbent.objective
-    lp_time = LP_SHARE * time_limit if exact and bound is not None else None
-    shares = GREEDY_SHARE + (ANNEAL_SHARE if improve else 0.0) + (LP_SHARE if lp_time else 0.0)
+    lp_time = CHAIN_LP_SHARE * time_limit if exact and bound is not None else None
+    shares = CHAIN_GREEDY_SHARE + (CHAIN_ANNEAL_SHARE if improve else 0.0) + (CHAIN_LP_SHARE if lp_time else 0.0)
     try:
         red = reduce_formulation(
             f, upper_bound=bound, lp_time=lp_time, deadline=start + (shares + REDUCTION_SHARE) * time_limit
@@ -116,8 +116,8 @@ def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats
             return Solution(assignment, offsets, "feasible", f.evaluate(assignment))
         stats["hint"] = f"invalid, not used: {bad[0]}"
     try:
-        own = {} if work is None else {"window_work": int(work * GREEDY_SHARE / (1 - GREEDY_SHARE))}
-        best = _checked(f, lookup("greedy")(f, time_limit=max(GREEDY_SHARE * time_limit, 0.05), seed=seed, **own))
+        own = {} if work is None else {"window_work": int(work * CHAIN_GREEDY_SHARE / (1 - CHAIN_GREEDY_SHARE))}
+        best = _checked(f, lookup("greedy")(f, time_limit=max(CHAIN_GREEDY_SHARE * time_limit, 0.05), seed=seed, **own))
     except InfeasibleError as exc:
         stats["incumbent"] = f"none (greedy: {exc})"
         return None
@@ -127,7 +127,7 @@ def _incumbent(f: Formulation, hint, lookup, time_limit: float, seed: int, stats
     stats["incumbent"] = "greedy"
     stats["greedy_objective"] = best.objective
     if improve:
-        better = _checked(f, lookup("anneal")(f, time_limit=ANNEAL_SHARE * time_limit, seed=seed, hint=best))
+        better = _checked(f, lookup("anneal")(f, time_limit=CHAIN_ANNEAL_SHARE * time_limit, seed=seed, hint=best))
         if better is not None and better.objective < best.objective:
             best = better
             stats["incumbent"] = "anneal"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from spyreopt.model.check.loop_dims import Loop, base_tensor
+from spyreopt.model.check.loops import footprint
 from spyreopt.model.graph import Graph
-from spyreopt.model.loop_check import _Loop, base_tensor, footprint
 from spyreopt.model.plan import Plan
 
 
@@ -107,5 +108,5 @@ def with_loop(
     g2 = Graph.from_dict(out.graph)
     from spyreopt.model.hardware import HardwareSpec
 
-    out.loops[index].footprint_bytes = footprint(_Loop(out, g2, HardwareSpec.from_dict(out.hardware), index))
+    out.loops[index].footprint_bytes = footprint(Loop(out, g2, HardwareSpec.from_dict(out.hardware), index))
     return out

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.problem import Problem
 from spyreopt.testing.formulations import random_formulation
 

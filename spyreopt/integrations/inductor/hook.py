@@ -23,12 +23,12 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor.graph import GraphLowering
 
-from spyreopt.api import solve
 from spyreopt.errors import SolverError
 from spyreopt.integrations.inductor.decisions import ATTRIBUTE, decisions
 from spyreopt.integrations.inductor.names import buffer_origins
 from spyreopt.integrations.inductor.records import CapturedGraph, Options, publish
 from spyreopt.integrations.inductor.translate import translate
+from spyreopt.solving.entry import solve
 
 
 class AnalysisOnly(Exception):

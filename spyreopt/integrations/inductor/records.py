@@ -8,9 +8,9 @@ from typing import Any
 
 from spyreopt.errors import SolverError
 from spyreopt.hw.simulator import simulate as run_simulator
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.integrations.inductor.names import Origin, rollup_key
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.restrict import CAPABILITIES
 from spyreopt.solvers import registry
@@ -119,7 +119,7 @@ class CapturedGraph:
     @property
     def unnamed(self) -> list[str]:
         """Planned ops whose Inductor buffer has no module path (Inductor recorded none)."""
-        return [o for o in self.graph.ops if self.graph.ops[o].kind != "view" and self.origin(o).module is None] if (
+        return [o.name for o in self.graph.compute_ops() if self.origin(o.name).module is None] if (
             self.graph
         ) else []  # fmt: skip
 

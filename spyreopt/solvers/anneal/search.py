@@ -41,6 +41,7 @@ import numpy as np
 
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.rates import LOOK_SECONDS, ROUND_SECONDS_PER_TERM
 from spyreopt.solvers import greedy
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.anneal.guide import guide
@@ -66,12 +67,6 @@ DEFAULTS = {
     "reserve": 0.1,  # share of the time limit kept for placement at the end
 }
 ACCEPTS = frozenset(DEFAULTS) | {"steps", "hint"}  # options besides time_limit and seed
-
-# Nominal costs (seconds) that turn a time limit into rounds and steps. Fixed
-# numbers, never measured, so budgets are deterministic; set for a slow 2-core
-# machine so that derived budgets usually finish within the time limit.
-ROUND_SECONDS_PER_TERM = 3.5e-4  # one guide round, per unit plus pair of the unit graph
-LOOK_SECONDS = 8e-5  # one look at a unit (candidate vector + memory change)
 
 
 def solve(
@@ -179,17 +174,20 @@ def _options(options: dict) -> dict:
 
 def _budgets(model: CompiledModel, opts: dict, time_limit: float, steps: int | None) -> tuple[int, int]:
     """Guide rounds and annealing steps: given, or from the time limit at nominal costs."""
-    usable = time_limit * (1 - opts["reserve"])
-    rounds = opts["rounds"]
-    if rounds is None:
-        round_cost = ROUND_SECONDS_PER_TERM * (model.n + len(model.pairs) + 1)
-        rounds = int(usable * opts["guide_share"] / round_cost)
-    if steps is None:
-        mix = np.asarray(opts["mix"], dtype=np.float64)
-        compound = 1 + opts["flood_size"]
-        looks = float(mix @ [1, compound, compound, 3, opts["window_size"]]) / mix.sum()
-        steps = int(usable * (1 - opts["guide_share"]) / (LOOK_SECONDS * looks))
-    return rounds, steps
+    rounds, nominal_steps = work_for(time_limit, model.n + len(model.pairs), opts)
+    return (rounds if opts["rounds"] is None else opts["rounds"]), (nominal_steps if steps is None else steps)
+
+
+def work_for(seconds: float, terms: int, opts: dict | None = None) -> tuple[int, int]:
+    """Guide rounds and annealing steps worth ``seconds`` at the nominal rates (``spyreopt.rates``, never
+    measured) on a unit graph of ``terms`` units plus pairs; ``opts`` default to ``DEFAULTS``."""
+    opts = DEFAULTS if opts is None else opts
+    usable = seconds * (1 - opts["reserve"])
+    rounds = int(usable * opts["guide_share"] / (ROUND_SECONDS_PER_TERM * (terms + 1)))
+    mix = np.asarray(opts["mix"], dtype=np.float64)
+    compound = 1 + opts["flood_size"]
+    looks = float(mix @ [1, compound, compound, 3, opts["window_size"]]) / mix.sum()
+    return rounds, int(usable * (1 - opts["guide_share"]) / (LOOK_SECONDS * looks))
 
 
 def _start(f: Formulation, hint, time_limit: float, seed: int) -> Solution:

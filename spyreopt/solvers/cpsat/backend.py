@@ -62,7 +62,7 @@ from spyreopt.solvers import options
 from spyreopt.solvers.cpsat.search import Incumbent, Run, Search
 from spyreopt.solvers.presolve import Domains, domains, memory_limit, term_minima_bound
 
-GREEDY_SHARE = 0.25  # share of the time limit the greedy warm start may use (its window moves need it)
+WARM_START_SHARE = 0.25  # share of the time limit the greedy warm start may use (its window moves need it)
 OPTIONS = {"deterministic", "lns", "log", "window"}
 ACCEPTS = options.CPSAT  # options besides time_limit and seed
 assert ACCEPTS == OPTIONS | {"workers", "hint"}
@@ -101,7 +101,7 @@ def solve(f: Formulation, *, time_limit: float, seed: int, workers: int = 1, hin
     incumbent = _mapped(f, red, warm, stats)
     guide = incumbent or warm
 
-    seconds = time_limit * (1 - GREEDY_SHARE)  # what the search may use; greedy had the rest
+    seconds = time_limit * (1 - WARM_START_SHARE)  # what the search may use; greedy had the rest
     if not options.get("deterministic", True):  # the whole wall-clock budget, at the price of run-to-run differences
         seconds = math.inf
     search = Search(f, seed, workers, deadline, bool(options.get("log", False)))
@@ -142,7 +142,7 @@ def _warm_start(f: Formulation, hint, time_limit: float, seed: int, stats: dict)
         stats["hint"] = f"greedy unavailable: {exc}"
         return None
     try:
-        sol = greedy.solve(f, time_limit=max(GREEDY_SHARE * time_limit, 0.05), seed=seed)
+        sol = greedy.solve(f, time_limit=max(WARM_START_SHARE * time_limit, 0.05), seed=seed)
     except InfeasibleError as exc:
         stats["hint"] = f"greedy found no plan: {exc}"
         return None

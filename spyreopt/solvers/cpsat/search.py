@@ -12,23 +12,20 @@ from ortools.sat.python import cp_model
 
 from spyreopt.errors import SolverError
 from spyreopt.model.formulation import BufferKey, Formulation
+from spyreopt.rates import (
+    DTIME_PER_SECOND,
+    DTIME_PER_SECOND_PLACED,
+    FULL_MODEL_SIZE_PER_SECOND,
+    FULL_MODEL_SIZE_PER_SECOND_PLACED,
+)
 from spyreopt.solvers.addresses import place_assignment
 from spyreopt.solvers.cpsat.model import Built, build_model, estimate_size
 from spyreopt.solvers.presolve import Domains, domains
 from spyreopt.solvers.presolve.windows import layers
 
-# CP-SAT deterministic time per wall second, measured with one worker: about 0.19 on IOPDDL and in LNS windows,
-# 0.1 to 1.0 for a whole model with a NoOverlap2D placement (0.4 on a 40-node placed random formulation on this
-# project's 2-core machine). The shared presolve leaves the Spyre kernels' proofs well under 0.01 units (SDPA,
-# MHA, transformer_block), so the placed rate is set low enough that the budget, not the wall clock, ends a run on
-# a slower machine too; where a model runs slower still, the clock ends the run and stats["wall_limit_hit"] says so.
-DTIME_PER_SECOND = 0.16
-DTIME_PER_SECOND_PLACED = 0.25
+# The rates (deterministic time and model size per second of limit) are ``spyreopt.rates``'; where a model runs
+# slower than they assume, the clock ends the run and stats["wall_limit_hit"] says so.
 WINDOW_COST = 1e-4  # deterministic-time charge per node and edge for building one LNS window (Python work)
-FULL_MODEL_SIZE_PER_SECOND = 4000  # variables + constraints the whole model may have per second of limit
-FULL_MODEL_SIZE_PER_SECOND_PLACED = (
-    4000  # with addresses; kernels up to ~40k solve whole in 10 s; larger models go to LNS
-)
 MIN_WINDOW = 8
 
 

@@ -21,14 +21,12 @@ import numpy as np
 import pulp
 
 from spyreopt.errors import SolverError
+from spyreopt.rates import READ_SECONDS_PER_VARIABLE
 from spyreopt.solvers.quiet import quiet_stdout
 
 ABS_GAP = 0.999
 """Costs are integers, so a gap below 1 proves optimality; asking for less only burns time.
 Runners take it divided by the model's unit (``MilpModel.unit`` cost units per model unit)."""
-
-READ_SECONDS_PER_VARIABLE = 1e-5
-"""Time kept back for PuLP to read the solution into its variables (measured: 85k variables, 0.4-0.9 s)."""
 
 PROBING_OFF = 1 << 15
 """HiGHS's presolve rule mask bit for probing: probing checks the clock too rarely (1.7 s against a 0.9 s

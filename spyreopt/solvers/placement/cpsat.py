@@ -11,13 +11,8 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
+from spyreopt.rates import PLACEMENT_DTIME_PER_SECOND
 from spyreopt.solvers.placement.types import Buffer
-
-# Deterministic budget per second of time limit. On these models CP-SAT counts
-# about 0.06 deterministic units per CPU second (measured on the MiniMalloc
-# instances), so on an unloaded machine this budget runs out first and the
-# answer is reproducible; the wall-clock limit only guards a loaded machine.
-_DETERMINISTIC_PER_SECOND = 0.05
 
 
 def cpsat_place(
@@ -60,7 +55,7 @@ def cpsat_place(
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    solver.parameters.max_deterministic_time = max(time_limit * _DETERMINISTIC_PER_SECOND, 0.001)
+    solver.parameters.max_deterministic_time = max(time_limit * PLACEMENT_DTIME_PER_SECOND, 0.001)
     code = solver.solve(model)
     stats = {
         "cpsat_status": solver.status_name(code),

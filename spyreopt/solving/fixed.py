@@ -15,7 +15,6 @@ from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, PlanError
 from spyreopt.hw.sim_machine import SimParams
 from spyreopt.hw.simulator import SimResult, simulate
-from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
@@ -23,6 +22,7 @@ from spyreopt.model.opspace import op_space
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
 from spyreopt.solvers.addresses import place_assignment
+from spyreopt.solving import pipeline
 
 Decision = tuple[Mapping[str, int] | tuple[int, ...], int, str]  # division, output stick dim, residency
 
@@ -63,9 +63,7 @@ def plan_for(
             f"plan_for: the buffers of these decisions do not fit the scratchpad ({f.placement.capacity} bytes)"
         )
     sol = Solution(tuple(assignment), offsets, "feasible", f.evaluate(assignment), message="fixed decisions")
-    plan = decode(problem, sol, backend="fixed", seed=0)
-    plan.validate()
-    return plan
+    return pipeline.finish(problem, sol, "fixed", 0, what="plan_for: the plan of these decisions is invalid")
 
 
 def simulate_op(

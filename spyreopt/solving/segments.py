@@ -1,4 +1,4 @@
-"""Split a schedule into repeated segments at cut points (one tensor crosses), for ``solve_repeated``.
+"""Split a schedule into repeated segments at cut points (one tensor crosses), for ``solving.layers``.
 
 A *cut* is a position in the schedule (between two compute ops) that at most
 one activation crosses: produced before it, read after it (graph inputs and
@@ -28,9 +28,10 @@ import numpy as np
 from spyreopt.cache.key import canonical_graph
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.candidates import OpCandidates, resolve
-from spyreopt.model.graph import Graph, Op, Tensor
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import Op, Tensor
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.opspace import op_space
 
 HBM = ("hbm",)
@@ -53,7 +54,7 @@ class Segment:
         """The restriction in canonical names and the staging rule, for the segment's cache key."""
         names = canonical_graph(self.graph).tensor_names
         restrict = {names[t]: [list(r), s] for t, (r, s) in sorted(self.restrict.items())}
-        return {"restrict": restrict, "staging": False}  # ``repeated.restricted_problem`` stages no input
+        return {"restrict": restrict, "staging": False}  # ``layers.restricted_problem`` stages no input
 
 
 class Schedule:
@@ -61,7 +62,7 @@ class Schedule:
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.ops: list[Op] = [o for o in graph.ops.values() if o.kind != "view"]
+        self.ops: list[Op] = graph.compute_ops()
         self.step = {o.name: i for i, o in enumerate(self.ops)}
         self.span: dict[str, tuple[int, int]] = {}  # base tensor -> (producer step, last consumer step)
         for o in self.ops:

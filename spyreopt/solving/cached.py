@@ -1,4 +1,4 @@
-"""``solve_through``: one solve behind a PlanCache: look the canonical key up, solve only on a miss, store the plan."""
+"""One problem behind a PlanCache: look its canonical key up, solve only on a miss, store the plan."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 from spyreopt.cache.key import digest, key_payload
 from spyreopt.cache.store import PlanCache
 from spyreopt.costmodel.coefficients import Coefficients, default
-from spyreopt.direct import solve_direct
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
+from spyreopt.solving import pipeline
 
 
 def context(graph: Graph | Problem, hardware: HardwareSpec | None, coefficients: Coefficients | None):
@@ -22,7 +22,7 @@ def context(graph: Graph | Problem, hardware: HardwareSpec | None, coefficients:
     return graph, hardware or HardwareSpec(), coefficients or default()
 
 
-def solve_through(
+def through(
     store: PlanCache,
     graph: Graph | Problem,
     backend: str,
@@ -31,7 +31,6 @@ def solve_through(
     seed: int,
     hardware: HardwareSpec | None = None,
     coefficients: Coefficients | None = None,
-    extra: dict | None = None,
     **options: Any,
 ) -> tuple[Plan, bool]:
     """The plan of ``graph`` from ``store`` (relabelled to its names) or freshly solved and stored; and whether it hit.
@@ -44,7 +43,7 @@ def solve_through(
     start = time.perf_counter()
     g, hw, coef = context(graph, hardware, coefficients)
     opts = {"time_limit": time_limit, "seed": seed, **options}
-    payload, canon = key_payload(graph, backend, opts, hardware=hw, coefficients=coef, extra=extra)
+    payload, canon = key_payload(graph, backend, opts, hardware=hw, coefficients=coef)
     key = digest(payload)
     plan = store.get(key, canon, g, hw, coef)
     if plan is not None:
@@ -53,7 +52,7 @@ def solve_through(
         plan.stats.setdefault("timing", {})["cache"] = {"hit": True, "key": key, "original_solve_seconds": original}
         return plan, True
     problem = graph if isinstance(graph, Problem) else Problem(g, hw, coef)
-    plan = solve_direct(problem, backend, time_limit=time_limit, seed=seed, **options)
+    plan = pipeline.run(problem, backend, time_limit=time_limit, seed=seed, **options)
     store.put(key, plan, canon)
     plan.stats.setdefault("timing", {})["cache"] = {"hit": False, "key": key}
     return plan, False

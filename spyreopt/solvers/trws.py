@@ -1,4 +1,4 @@
-"""The contest engine as a start for every Formulation (registry name "trws").
+"""The ``trws`` backend: the contest engine as a start for every Formulation, then anneal.
 
 The IOPDDL engine (``contest``: exact reductions, then usage prices over TRW-S
 and exact forest DP, repair and polish) solves pairwise problems with a memory
@@ -45,11 +45,12 @@ import time
 import numpy as np
 
 from spyreopt.contest import warm
-from spyreopt.contest.load import Instance
 from spyreopt.contest.reduce import BIG, reduce_instance
 from spyreopt.contest.search import Search, build_graph
 from spyreopt.errors import InfeasibleError, SolverError
+from spyreopt.formats.iopddl import Instance
 from spyreopt.model.formulation import Formulation, Solution
+from spyreopt.rates import ROUND_SECONDS_MIN, ROUND_SECONDS_PER_ENTRY
 from spyreopt.solvers import greedy, options
 from spyreopt.solvers.addresses import spill_until_placed
 from spyreopt.solvers.anneal import search as anneal
@@ -61,8 +62,6 @@ from spyreopt.solvers.local import LocalView
 from spyreopt.solvers.presolve.limits import memory_limit
 
 ACCEPTS = anneal.ACCEPTS | options.TRWS  # options besides time_limit and seed
-ROUND_SECONDS_PER_ENTRY = 2e-7  # nominal (never measured) seconds of one engine round per table entry
-ROUND_SECONDS_MIN = 2e-3  # nominal floor of one round (prices, repair and polish on a tiny problem)
 MAX_ROUNDS = 400  # enough for the prices to settle on the Spyre stacks; more only repeats
 ENGINE_SHARE = 0.3  # of the backend's time limit: the engine's when anneal follows
 
@@ -105,7 +104,7 @@ def to_instance(f: Formulation, anchor=None) -> Instance:
     eoff = np.zeros(len(ends) + 1, np.int64)
     np.cumsum([t.size for t in tables], out=eoff[1:])
     ecost = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0, np.int64)
-    return Instance(f.name, k, off, cost, usage, lo, hi, eu, ev, eoff, ecost, memory_limit(f))
+    return Instance.pairwise(f.name, k, off, cost, usage, lo, hi, eu, ev, eoff, ecost, memory_limit(f))
 
 
 def _anchored_copies(f: Formulation, anchor) -> list[tuple[int, np.ndarray, tuple[int, int]]]:
@@ -168,14 +167,14 @@ def engine_assignments(f: Formulation, *, seed: int, rounds: int, deadline: floa
         return [r.expand(np.zeros(r.n, np.int64))], {**stats, "rounds": 0, "cut_by_clock": False}
     copies = any(e.usages is not None and e.usages.any() for e in f.edges)
     first = max(rounds // 2, 1) if copies else rounds
-    res = Search(r, build_graph(r), seed).run(deadline, first)
+    res = Search(r, build_graph(r), seed).run(deadline, first, explore=False)
     stats.update(rounds=res.rounds, cut_by_clock=res.cut_by_clock)
     if res.x is None:
         return [], stats
     found = [r.expand(res.x)]
     if rounds > first:
         r2 = reduce_instance(to_instance(f, anchor=found[0]))
-        res2 = Search(r2, build_graph(r2), seed).run(deadline, rounds - first)
+        res2 = Search(r2, build_graph(r2), seed).run(deadline, rounds - first, explore=False)
         stats.update(priced_rounds=res2.rounds, cut_by_clock=res.cut_by_clock or res2.cut_by_clock)
         if res2.x is not None:
             found.append(r2.expand(res2.x)[: len(f.nodes)])

@@ -34,167 +34,21 @@ the data, and the rules of a loop over ``T`` tiles are checked:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from weakref import WeakKeyDictionary
-
 import numpy as np
 
 from spyreopt.errors import FormatError, GraphError, PlanError
-from spyreopt.model.graph import Graph, Op
+from spyreopt.model.check.loop_dims import Loop, base_tensor, project, readers_of, to_base
+from spyreopt.model.graph import Graph
+from spyreopt.model.graph_parts import Op
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.layout import Box, box_padded_bytes, elems_per_stick
-from spyreopt.model.plan import Plan
+from spyreopt.model.plan_data import PlanData
 
 LX_EDGE_MODES = ("inplace", "relayout", "restickify")
 DEVICE_EDGE_MODES = ("hbm", "spill")
 
 
-@dataclass(frozen=True)
-class OpDims:
-    """An op's iteration dims as this judge reads them from the graph."""
-
-    names: tuple[str, ...]
-    extents: tuple[int, ...]
-    reduced: tuple[bool, ...]
-    operands: tuple[tuple[int | None, ...], ...]  # per operand dim (view coords): iteration dim, None if broadcast
-    output: tuple[int | None, ...]  # per output dim: iteration dim, None if reduced
-    stuck: tuple[tuple[int, str], ...]  # (iteration dim, tensor) pairs where that tensor's stick dim lies
-
-
-def _right(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int | None, ...]:
-    shift = len(out) - len(shape)
-    return tuple(None if d == 1 and out[i + shift] != 1 else i + shift for i, d in enumerate(shape))
-
-
-def base_tensor(g: Graph, name: str) -> tuple[str, tuple[int, ...]]:
-    """The tensor holding ``name``'s data through views, and per view dim the base dim it reads."""
-    perm = tuple(range(len(g.tensors[name].shape)))
-    while (p := g.tensors[name].producer) is not None and g.ops[p].kind == "view":
-        perm = tuple(g.ops[p].attrs["perm"][x] for x in perm)
-        name = g.ops[p].inputs[0]
-    return name, perm
-
-
-def op_dims(g: Graph, op: Op, stick: int) -> OpDims:
-    """Iteration dims of a compute op with output stick dim ``stick``; PlanError for an op a loop cannot tile."""
-    out = g.tensors[op.output].shape
-    if op.kind == "matmul":
-        a, b = (g.tensors[x].shape for x in op.inputs)
-        nb = len(out) - 2
-        m, n, k = nb, nb + 1, nb + 2
-        bat = (lambda s: _right(s[:-2], out[:nb])) if nb else (lambda s: ())
-        stuck = ((k, base_tensor(g, op.inputs[0])[0]), (n, base_tensor(g, op.inputs[1])[0]), (n, op.output))
-        return OpDims(
-            tuple(f"b{i}" for i in range(nb)) + ("m", "n", "k"), out[:nb] + (out[-2], out[-1], a[-1]),
-            tuple(d == k for d in range(nb + 3)), (bat(a) + (m, k), bat(b) + (k, n)), tuple(range(nb)) + (m, n), stuck,
-        )  # fmt: skip
-    names = tuple(f"d{i}" for i in range(len(out)))
-    if op.kind == "pointwise":
-        maps = tuple(_right(g.tensors[x].shape, out) for x in op.inputs)
-        stuck = ((stick, op.output),) + tuple(
-            (stick, base_tensor(g, x)[0]) for x, mp in zip(op.inputs, maps) if stick in mp
-        )
-        return OpDims(names, out, (False,) * len(out), maps, tuple(range(len(out))), stuck)
-    if op.kind == "reduce":
-        shape = g.tensors[op.inputs[0]].shape
-        red = tuple(d in op.attrs["dims"] for d in range(len(shape)))
-        stuck = ((stick, op.output), (stick, base_tensor(g, op.inputs[0])[0]))
-        return OpDims(
-            names, shape, red, (tuple(range(len(shape))),), tuple(None if r else d for d, r in enumerate(red)), stuck
-        )
-    raise PlanError(f"op {op.name!r}: a {op.kind} cannot be tiled in a loop (only matmul, pointwise and reduce ops)")
-
-
-def tile_box(box: Box, dim: int, extent: int, tiles: int, t: int) -> Box:
-    """A core's block within tile ``t``: the division's block of dim ``dim`` scaled into the tile."""
-    lo, hi = box[dim]
-    step = extent // tiles
-    new = (t * step + lo // tiles, t * step + hi // tiles)
-    return box[:dim] + (new,) + box[dim + 1 :]
-
-
-def _blocks(extents: tuple[int, ...], factors: tuple[int, ...], units: tuple[int, ...]) -> list[Box]:
-    """Every core's iteration block, cores row-major over the factors: each factor splits its dim into blocks
-    of ``ceil(units / f)`` whole units (a stick's worth of elements on a dim some tensor is stuck on), the last
-    one shorter (uneven) or clamped to the extent."""
-    boxes: list[Box] = [()]
-    for e, f, u in zip(extents, factors, units):
-        whole = -(-e // u)  # the dim's whole units
-        c = -(-whole // f) * u
-        boxes = [b + ((i * c, min((i + 1) * c, e)),) for b in boxes for i in range(f)]
-    return boxes
-
-
-def _project(box: Box, dim_map: tuple[int | None, ...]) -> Box:
-    return tuple((0, 1) if d is None else box[d] for d in dim_map)
-
-
-def _to_base(view_box: Box, perm: tuple[int, ...]) -> Box:
-    out: list[tuple[int, int]] = [(0, 0)] * len(view_box)
-    for d, p in enumerate(perm):
-        out[p] = view_box[d]
-    return tuple(out)
-
-
-class _Loop:
-    """One loop's ops with their dims, factors and tiled dim, read from the plan and the graph."""
-
-    def __init__(self, plan: Plan, g: Graph, hw: HardwareSpec, index: int):
-        self.g, self.hw, self.index = g, hw, index
-        self.spec = plan.loops[index]
-        self.decisions = {o.name: o for o in plan.ops}
-        self.edges = {(e.consumer, e.operand): e for e in plan.edges}
-        self.tensors = {t.name: t for t in plan.tensors}
-        self.names = list(self.spec.ops)
-        self.dims = {n: op_dims(g, g.ops[n], int(self.decisions[n].stick)) for n in self.names}
-        self.it: dict[str, int] = {}
-        for n in self.names:
-            name = self.spec.op_dims.get(n)
-            if name not in self.dims[n].names:
-                raise self.error(
-                    f"op {n!r} tiles dim {name!r}, which is not one of its iteration dims {list(self.dims[n].names)}"
-                )
-            self.it[n] = self.dims[n].names.index(name)
-
-    def error(self, text: str) -> PlanError:
-        return PlanError(f"loop {self.index} ({', '.join(self.spec.ops)}): {text}")
-
-    def factors(self, n: str) -> tuple[int, ...]:
-        return tuple(int(self.decisions[n].division.get(d, 1)) for d in self.dims[n].names)
-
-    def reduces(self, n: str) -> bool:
-        return self.dims[n].reduced[self.it[n]]
-
-    def core_boxes(self, n: str) -> list[Box]:
-        """Each core's iteration block within tile 0."""
-        d = self.dims[n]
-        return [
-            tile_box(b, self.it[n], d.extents[self.it[n]], self.spec.tiles, 0)
-            for b in _blocks(d.extents, self.factors(n), self.units(n))
-        ]
-
-    def units(self, n: str) -> tuple[int, ...]:
-        """Per iteration dim, the elements of one stick of the widest-stick tensor stuck on it, else 1."""
-        d, sb = self.dims[n], self.hw.stick_bytes
-        eps = [elems_per_stick(self.g.tensors[t].elem_bytes, sb) for _, t in d.stuck]
-        return tuple(max([e for (dim, _), e in zip(d.stuck, eps) if dim == i], default=1) for i in range(len(d.names)))
-
-    def owner_boxes(self, n: str) -> dict[int, Box]:
-        """Core -> the block of the output it holds in tile 0 (the cores at index 0 of every reduced dim)."""
-        d, f = self.dims[n], self.factors(n)
-        red = [i for i, r in enumerate(d.reduced) if r]
-        out = {}
-        for c, box in enumerate(self.core_boxes(n)):
-            idx, rest = [], c
-            for x in reversed(f):
-                idx.append(rest % x)
-                rest //= x
-            if all(idx[::-1][i] == 0 for i in red):
-                out[c] = _project(box, d.output)
-        return out
-
-
-def check_loops(plan: Plan) -> None:
+def check_loops(plan: PlanData) -> None:
     """Raise PlanError naming the loop, the op and the rule if any loop of the plan is illegal."""
     loops = plan.loops
     try:
@@ -202,7 +56,7 @@ def check_loops(plan: Plan) -> None:
         hw = HardwareSpec.from_dict(plan.hardware)
     except (FormatError, GraphError) as exc:
         raise PlanError(f"plan: {exc}") from exc
-    schedule = [o.name for o in g.ops.values() if o.kind != "view"]
+    schedule = [o.name for o in g.compute_ops()]
     step = {n: i for i, n in enumerate(schedule)}
     member: dict[str, int] = {}
     for i, spec in enumerate(loops):
@@ -235,26 +89,17 @@ def check_loops(plan: Plan) -> None:
         want = member.get(o.name)
         if o.loop != want:
             raise PlanError(f"op {o.name!r}: plan says loop {o.loop}, but the loops place it in {want}")
+    readers = readers_of(g)
     for i in range(len(loops)):
-        _check_loop(_Loop(plan, g, hw, i), plan)
+        _check_loop(Loop(plan, g, hw, i, readers), plan)
 
 
-_READERS: WeakKeyDictionary = WeakKeyDictionary()  # per graph built by check_loops (never changed after)
+def _consumers(L: Loop, tensor: str) -> list[tuple[Op, int]]:
+    """Compute ops reading ``tensor`` (through views), with the operand index (``Loop.readers``)."""
+    return list(L.readers.get(tensor, ()))
 
 
-def _consumers(g: Graph, tensor: str) -> list[tuple[Op, int]]:
-    """Compute ops reading ``tensor`` (through views), with the operand index; indexed once per graph (a scan
-    per call took 7 of the 16 s of validating llama-3-8b's stitched plan, 64 loops)."""
-    if g not in _READERS:
-        index: dict[str, list[tuple[Op, int]]] = {}
-        for op in g.ops.values():
-            for j, x in enumerate(op.inputs if op.kind != "view" else ()):
-                index.setdefault(base_tensor(g, x)[0], []).append((op, j))
-        _READERS[g] = index
-    return list(_READERS[g].get(tensor, ()))
-
-
-def _check_loop(L: _Loop, plan: Plan) -> None:
+def _check_loop(L: Loop, plan: PlanData) -> None:
     g, spec, inside = L.g, L.spec, set(L.spec.ops)
     _check_connected(L)
     for n in L.names:
@@ -265,7 +110,7 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
                 raise L.error(
                     f"op {n!r} reduces over its tiled dim {spec.op_dims[n]!r} but the loop does not accumulate"
                 )
-            inner = [c.name for c, _ in _consumers(g, op.output) if c.name in inside]
+            inner = [c.name for c, _ in _consumers(L, op.output) if c.name in inside]
             if inner:
                 raise L.error(
                     f"op {n!r} accumulates over the tiles; its result is complete only after the last tile, "
@@ -287,7 +132,7 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
                     f"edge {prod_!r} -> {n!r} enters the loop from device memory, but op {prod_!r} keeps "
                     f"{base!r} in scratchpad only (residency {L.decisions[prod_].residency!r})"
                 )
-        for c, j in _consumers(g, op.output):
+        for c, j in _consumers(L, op.output):
             e = L.edges.get((c.name, j))
             if c.name not in inside and (e is None or e.mode not in DEVICE_EDGE_MODES):
                 mode = None if e is None else e.mode
@@ -295,7 +140,7 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
                     f"edge {n!r} -> {c.name!r} leaves the loop with mode {mode!r}; "
                     f"the loop writes its outputs to device memory"
                 )
-        leaves = op.output in g.outputs or any(c.name not in inside for c, _ in _consumers(g, op.output))
+        leaves = op.output in g.outputs or any(c.name not in inside for c, _ in _consumers(L, op.output))
         if leaves and "hbm" not in L.decisions[n].residency:
             raise L.error(
                 f"op {n!r}: its output leaves the loop but its residency is {L.decisions[n].residency!r}, "
@@ -307,7 +152,7 @@ def _check_loop(L: _Loop, plan: Plan) -> None:
     _check_footprint(L, plan)
 
 
-def _check_connected(L: _Loop) -> None:
+def _check_connected(L: Loop) -> None:
     names = L.names
     adj: dict[str, set[str]] = {n: set() for n in names}
     for n in names:
@@ -325,7 +170,7 @@ def _check_connected(L: _Loop) -> None:
         raise L.error(f"ops {sorted(set(names) - seen)} are not connected by edges to op {names[0]!r}")
 
 
-def _check_divisible(L: _Loop, n: str) -> None:
+def _check_divisible(L: Loop, n: str) -> None:
     d, it, T = L.dims[n], L.it[n], L.spec.tiles
     e, parts = d.extents[it], L.factors(n)[it]
     if e % (T * parts):
@@ -340,7 +185,7 @@ def _check_divisible(L: _Loop, n: str) -> None:
             )
 
 
-def _check_inner_edge(L: _Loop, p: str, c: str, j: int, base: str, perm: tuple[int, ...], e) -> None:
+def _check_inner_edge(L: Loop, p: str, c: str, j: int, base: str, perm: tuple[int, ...], e) -> None:
     if e is None or e.mode not in LX_EDGE_MODES:
         mode = None if e is None else e.mode
         raise L.error(
@@ -367,7 +212,7 @@ def _check_inner_edge(L: _Loop, p: str, c: str, j: int, base: str, perm: tuple[i
     _check_tile_slices(L, p, c, j, base, e.mode)
 
 
-def _check_tile_slices(L: _Loop, p: str, c: str, j: int, base: str, mode: str) -> None:
+def _check_tile_slices(L: Loop, p: str, c: str, j: int, base: str, mode: str) -> None:
     """In place, every consumer core holds exactly the block of the tile it reads, in the stick it reads it;
     a relayout gathers each core's block from at most ``relayout_fan_in`` producer cores."""
     owners, stick = L.owner_boxes(p), int(L.decisions[p].stick)
@@ -395,18 +240,18 @@ def _check_tile_slices(L: _Loop, p: str, c: str, j: int, base: str, mode: str) -
             )
 
 
-def _reads_tiled_dim(L: _Loop, n: str, j: int) -> bool:
+def _reads_tiled_dim(L: Loop, n: str, j: int) -> bool:
     return L.it[n] in L.dims[n].operands[j]
 
 
-def _check_staged(L: _Loop) -> None:
+def _check_staged(L: Loop) -> None:
     inside = set(L.spec.ops)
     for s in L.spec.staged:
         if s not in L.g.tensors:
             raise L.error(f"staged tensor {s!r} is not in the graph")
         if L.g.tensors[s].producer in inside:
             raise L.error(f"staged tensor {s!r} is produced inside the loop")
-        readers = [(c.name, j) for c, j in _consumers(L.g, s) if c.name in inside]
+        readers = [(c.name, j) for c, j in _consumers(L, s) if c.name in inside]
         if not readers:
             raise L.error(f"staged tensor {s!r} is read by no op of the loop")
         tiled = [n for n, j in readers if _reads_tiled_dim(L, n, j)]
@@ -414,17 +259,17 @@ def _check_staged(L: _Loop) -> None:
             raise L.error(f"staged tensor {s!r} varies with the tile (op(s) {tiled} read it along their tiled dim)")
 
 
-def _padded(L: _Loop, tensor: str, box: Box, stick: int) -> int:
+def _padded(L: Loop, tensor: str, box: Box, stick: int) -> int:
     return box_padded_bytes(box, stick, L.g.tensors[tensor].elem_bytes, L.hw.stick_bytes)
 
 
-def _read_boxes(L: _Loop, n: str, j: int) -> list[Box]:
+def _read_boxes(L: Loop, n: str, j: int) -> list[Box]:
     """Per core of op ``n``, its block of operand ``j`` in tile 0 (base coords)."""
     _, perm = base_tensor(L.g, L.g.ops[n].inputs[j])
-    return [_to_base(_project(b, L.dims[n].operands[j]), perm) for b in L.core_boxes(n)]
+    return [to_base(project(b, L.dims[n].operands[j]), perm) for b in L.core_boxes(n)]
 
 
-def _need_stick(L: _Loop, n: str, j: int) -> int:
+def _need_stick(L: Loop, n: str, j: int) -> int:
     """The stick dim (base coords) op ``n`` reads operand ``j`` in."""
     op, (base, perm) = L.g.ops[n], base_tensor(L.g, L.g.ops[n].inputs[j])
     if op.kind == "matmul":
@@ -435,13 +280,13 @@ def _need_stick(L: _Loop, n: str, j: int) -> int:
     return L.tensors[base].stick if base in L.tensors else len(L.g.tensors[base].shape) - 1
 
 
-def footprint(L: _Loop) -> int:
+def footprint(L: Loop) -> int:
     """Busiest core's scratchpad bytes in one iteration (see the module doc)."""
     whole, at = _usage(L)
     return max(whole[c] + max(at[n][c] for n in L.names) for c in range(L.hw.cores))
 
 
-def _usage(L: _Loop) -> tuple[list[int], dict[str, list[int]]]:
+def _usage(L: Loop) -> tuple[list[int], dict[str, list[int]]]:
     """Per core, the bytes live for the whole loop (accumulators, staged tensors), and at each op the tiles."""
     g, inside, cores = L.g, set(L.spec.ops), L.hw.cores
     whole = [0] * cores  # accumulators and staged tensors: live the whole loop
@@ -453,7 +298,7 @@ def _usage(L: _Loop) -> tuple[list[int], dict[str, list[int]]]:
             for c, b in owners.items():
                 whole[c] += b
             continue
-        readers = [c.name for c, _ in _consumers(g, out) if c.name in inside]
+        readers = [c.name for c, _ in _consumers(L, out) if c.name in inside]
         if not readers:
             continue
         last = max(L.names.index(r) for r in readers)
@@ -469,26 +314,26 @@ def _usage(L: _Loop) -> tuple[list[int], dict[str, list[int]]]:
                     at[n][c] += _padded(L, base, b, _need_stick(L, n, j))
     for s in L.spec.staged:
         boxes: dict[int, Box] = {}
-        for op, j in _consumers(g, s):
+        for op, j in _consumers(L, s):
             if op.name in inside:
                 for c, b in enumerate(_read_boxes(L, op.name, j)):
                     old = boxes.get(c, b)
                     boxes[c] = tuple((min(x0, y0), max(x1, y1)) for (x0, x1), (y0, y1) in zip(old, b))
-        reader = next(op.name for op, j in _consumers(g, s) if op.name in inside)
-        jj = next(j for op, j in _consumers(g, s) if op.name == reader)
+        reader = next(op.name for op, j in _consumers(L, s) if op.name in inside)
+        jj = next(j for op, j in _consumers(L, s) if op.name == reader)
         for c, b in boxes.items():
             whole[c] += _padded(L, s, b, _need_stick(L, reader, jj))
     return whole, at
 
 
-def _check_footprint(L: _Loop, plan: Plan) -> None:
+def _check_footprint(L: Loop, plan: PlanData) -> None:
     """The figure matches, and at every op of the loop its bytes and every other buffer live there fit."""
     got = footprint(L)
     if got != L.spec.footprint_bytes:
         raise L.error(
             f"footprint_bytes {L.spec.footprint_bytes}, but one iteration needs {got} bytes on the busiest core"
         )
-    schedule = [o.name for o in L.g.ops.values() if o.kind != "view"]
+    schedule = [o.name for o in L.g.compute_ops()]
     mine = {L.g.ops[n].output for n in L.names}
     others = [t for t in plan.tensors if t.name not in mine and t.address is not None and len(t.lifetime) == 2]
     whole, at = _usage(L)

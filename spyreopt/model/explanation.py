@@ -1,13 +1,69 @@
-"""Plain text of an ``Explanation`` (``Plan.explain().text()``, ``spyreopt explain``)."""
+"""An explanation of a plan (``Plan.explain()``): each op's choice against its best alternatives, each edge's
+mode, and its plain text (``Explanation.text()``, ``spyreopt explain``). ``model.explain`` makes one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from spyreopt.model.division import label
 
-if TYPE_CHECKING:
-    from spyreopt.model.explain import Choice, Explanation, OpExplanation
+Tiling = tuple[str, int, tuple[str, ...]]  # (dim in the op's naming, tile count, staged tensor names)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One op's decision: what ``pin`` names (division, residency, tiling) and the output stick dim."""
+
+    division: dict[str, int]
+    stick: int
+    residency: str
+    tiling: Tiling | None = None
+
+
+@dataclass
+class Alternative:
+    kind: str  # "best" (cheapest other candidate) | "alone" (cheapest op time on its own) | "residency"
+    choice: Choice
+    alone_us: float  # the op's own time with this choice, its producers' edges left out
+    cost_us: float | None  # the whole plan's cost with this choice, every other decision as planned; None: impossible
+    reasons: list[str] = field(default_factory=list)  # the price of each change, or what makes it impossible
+
+
+@dataclass
+class OpExplanation:
+    op: str
+    kind: str
+    chosen: Choice
+    cores: int
+    predicted_us: float
+    breakdown: dict[str, float]
+    alone_us: float
+    alternatives: list[Alternative]
+    note: str = ""  # pinned, or fixed outside the enumerated candidates
+
+
+@dataclass
+class EdgeExplanation:
+    tensor: str
+    producer: str
+    consumer: str
+    operand: int
+    mode: str
+    cost_us: float | None  # the edge's additive time plus its device-memory read (before overlap); None: staged
+    reasons: list[str]
+
+
+@dataclass
+class Explanation:
+    graph: str
+    cost_us: float
+    ops: list[OpExplanation]
+    edges: list[EdgeExplanation]
+    notes: list[str]
+
+    def text(self, op: str | None = None) -> str:
+        return render(self, op)
+
 
 KINDS = {
     "best": "best alternative",

@@ -1,13 +1,11 @@
-"""One solve without cache or decomposition: graph -> Problem -> backend -> decode -> validated Plan.
+"""One problem, one method: build -> backend -> decode -> validate. The only place that decodes and validates a plan.
 
-``spyreopt.solve`` and the plan cache both end here, so the cache depends on this
-module and never on ``spyreopt.api``.
-
-The limit is a deadline (``spyreopt.limits``): the build counts, and the backend's budget is planned from
-the limit at nominal rates (deterministic) and cut to the time left when the clock is shorter (recorded).
-A search backend starts from greedy's plan at the same limit (the very call ``backend="greedy"`` makes), so
-its answer is never worse than greedy's; when that plan is returned, ``plan.backend`` says "greedy" and
-``stats["requested_backend"]`` names the backend asked for.
+``finish`` turns a Solution into a checked Plan for every path (a backend, auto's stages, a segment, the stitched
+plan, chosen decisions); ``run`` is the path of one named backend on one problem: the Problem built inside the
+limit, the backend's budget planned from the limit at nominal rates (deterministic) and cut to the time left when
+the clock is shorter (recorded). A search backend starts from greedy's plan at the same limit (the very call
+``backend="greedy"`` makes), so its answer is never worse than greedy's; when that plan is returned,
+``plan.backend`` says "greedy" and ``stats["requested_backend"]`` names the backend asked for.
 """
 
 from __future__ import annotations
@@ -21,35 +19,62 @@ from spyreopt import limits
 from spyreopt.costmodel.analytic import COST_UNIT_US
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import InfeasibleError, PlanError
-from spyreopt.hw.spec import HardwareSpec
 from spyreopt.model.decode import decode
 from spyreopt.model.formulation import Solution
 from spyreopt.model.graph import Graph
+from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.plan import Plan
 from spyreopt.model.problem import Problem
-from spyreopt.solvers.greedy import WINDOW_SHARE, WINDOW_UNITS_PER_SECOND
-from spyreopt.solvers.registry import check_options, get_problem_backend, solve_formulation
-from spyreopt.solvers.solving_chain import GREEDY_SHARE
+from spyreopt.rates import FINISH_SECONDS, FINISH_SECONDS_PER_OP
+from spyreopt.solvers import greedy, registry
+from spyreopt.solvers.solving_chain import CHAIN_GREEDY_SHARE
 
 START_SHARE = 0.4  # of the planned search budget: greedy's start, before the backend asked for
 MIN_BACKEND_SECONDS = 0.05  # a search backend left less than this after greedy's start is not run (fallback)
-FINISH_SECONDS = 0.02  # nominal: decoding and validating a small plan, kept back from the backend's clock
 
 
-def solve_direct(
+def finish(problem: Problem, sol: Solution, backend: str, seed: int, *, check: bool = True, what: str = "") -> Plan:
+    """The Plan of ``sol``, checked (``check_plan``) unless ``check`` is False: a segment's plan is checked once
+    stitched, a candidate plan only if it is kept."""
+    plan = decode(problem, sol, backend=backend, seed=seed)
+    if check:
+        check_plan(plan, problem, what or f"backend {backend!r} returned an invalid plan")
+    return plan
+
+
+def check_plan(plan: Plan, problem: Problem, what: str) -> None:
+    """``Plan.validate``, its PlanError prefixed by ``what``; ``problem`` is the one the plan was decoded from."""
+    try:
+        plan.validate(problem)  # the check reuses this Problem when it is the one it would build (half its time)
+    except PlanError as exc:
+        raise PlanError(f"{what}: {exc}") from exc
+
+
+def run(
     graph: Graph | Problem,
-    backend: str = "greedy",
+    backend: str,
     *,
-    time_limit: float = 10.0,
-    seed: int = 0,
+    time_limit: float,
+    seed: int,
     hardware: HardwareSpec | None = None,
     coefficients: Coefficients | None = None,
     **options: Any,
 ) -> Plan:
-    """Plan a graph with one backend; the returned plan has passed ``validate``."""
-    check_options(backend, options)
-    with _built_objects_not_rescanned() as built_now:
-        return _solve(graph, backend, time_limit, seed, hardware, coefficients, options, built_now)
+    """Plan a graph (or a built Problem) with one backend of the registry; the returned plan has passed
+    ``validate``, and carries what the deadline cut (``spyreopt.limits``; stored with it in a plan cache)."""
+    with _built_objects_not_rescanned() as built_now, limits.deadline(limits.check_limit(time_limit)) as clock:
+        built = not isinstance(graph, Problem)
+        problem = Problem(graph, hardware, coefficients) if built else graph
+        problem.formulation  # noqa: B018 -- built here, inside the limit (a lazy property)
+        built_now()
+        planned = limits.search_budget(time_limit, len(problem.ops), built=built)
+        reserve = FINISH_SECONDS + FINISH_SECONDS_PER_OP * len(problem.ops)
+        sol, used = _search(problem, backend, planned, reserve, seed, clock, options)
+        plan = finish(problem, sol, used, seed)
+        if used != backend:
+            plan.stats["requested_backend"] = backend
+        limits.attach(plan, clock)
+    return plan
 
 
 @contextmanager
@@ -83,58 +108,37 @@ def _built_objects_not_rescanned() -> Iterator[Callable[[], None]]:
         gc.enable()
 
 
-def _solve(graph, backend, time_limit, seed, hardware, coefficients, options, built_now) -> Plan:
-    with limits.deadline(limits.check_limit(time_limit)) as clock:
-        built = not isinstance(graph, Problem)
-        problem = Problem(graph, hardware, coefficients) if built else graph
-        problem.formulation  # noqa: B018 -- built here, inside the limit (a lazy property; an assert would vanish under -O)
-        built_now()
-        planned = limits.search_budget(time_limit, len(problem.ops), built=built)
-        reserve = FINISH_SECONDS + limits.FINISH_SECONDS_PER_OP * len(problem.ops)
-        sol, used = _search(problem, backend, planned, reserve, seed, clock, options)
-        plan = decode(problem, sol, backend=used, seed=seed)
-        if used != backend:
-            plan.stats["requested_backend"] = backend
-        try:
-            plan.validate()
-        except PlanError as exc:
-            raise PlanError(f"backend {used!r} returned an invalid plan: {exc}") from exc
-        limits.attach(plan, clock)
-    return plan
-
-
 def _search(problem: Problem, backend: str, planned: float, reserve: float, seed: int, clock, options):
     """The backend's solution and the name of the method whose plan it is."""
-    baseline = get_problem_backend(backend)
-    if baseline is not None:  # a baseline is a fixed reference point: never replaced by another method's plan
-        sol = baseline(problem, time_limit=max(clock.left(), 0.05), seed=seed, **options)
-        sol.stats.setdefault("backend", backend)
-        return sol, backend
+    if registry.reads_problem(backend):  # a baseline is a fixed reference point: never replaced by another plan
+        return registry.solve(problem, backend, time_limit=max(clock.left(), 0.05), seed=seed, **options), backend
     f = problem.formulation
     if backend == "greedy":
         options.setdefault("window_work", greedy_work(planned))  # its work fixed: the clock only a safety net
         try:
-            sol = solve_formulation(f, "greedy", time_limit=max(clock.left() - reserve, 0.02), seed=seed, **options)
+            sol = registry.solve(problem, "greedy", time_limit=max(clock.left() - reserve, 0.02), seed=seed, **options)
         except InfeasibleError:  # greedy's memory repair is not exact: nothing on chip is a plan, and said so
             sol = None
         if sol is None or len(sol.assignment) != len(f.nodes):  # (or the clock left it no plan)
             clock.fall_back("hbm")
-            return _hbm(problem, seed), "hbm"
+            return hbm(problem, seed), "hbm"
         _note(clock, "greedy", sol, False)
         return sol, "greedy"
     if options.get("hint") is not None:  # the caller's start replaces greedy's
-        sol = solve_formulation(f, backend, time_limit=_cut(clock, planned, reserve)[0], seed=seed, **options)
+        left = clock.left() - reserve
+        sol = registry.solve(problem, backend, time_limit=max(left, 0.02) if left < planned else planned, seed=seed,
+                             **options)  # fmt: skip
         _note(clock, backend, sol, False)
         return sol, backend
     options.pop("hint", None)
     safety = max(clock.left() - reserve, 0.02)  # greedy's work is fixed by the plan: the clock only a safety net
     try:
-        start = solve_formulation(f, "greedy", time_limit=safety, seed=seed, window_work=greedy_work(planned))
+        start = registry.solve(problem, "greedy", time_limit=safety, seed=seed, window_work=greedy_work(planned))
     except InfeasibleError:  # greedy's memory repair is not exact: the backend starts from nothing on chip
         start = None
     first = "greedy"
     if start is None or len(start.assignment) != len(f.nodes):  # (or the clock left greedy no plan)
-        start, first = _hbm(problem, seed), "hbm"
+        start, first = hbm(problem, seed), "hbm"
     else:
         _note(clock, "greedy", start, False)
     left = clock.left() - reserve
@@ -144,7 +148,7 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
         return start, first
     nominal = (1 - START_SHARE) * planned
     hint = Solution(start.assignment, dict(start.offsets), "feasible", start.objective)
-    sol = solve_formulation(f, backend, time_limit=min(nominal, left), seed=seed, hint=hint, **options)
+    sol = registry.solve(problem, backend, time_limit=min(nominal, left), seed=seed, hint=hint, **options)
     _note(clock, backend, sol, left < nominal)
     if tuple(sol.assignment) == tuple(start.assignment):  # the start came back (perhaps proven optimal)
         sol.stats["plan_from"] = first
@@ -154,17 +158,9 @@ def _search(problem: Problem, backend: str, planned: float, reserve: float, seed
     return sol, backend
 
 
-def _hbm(problem: Problem, seed: int) -> Solution:
+def hbm(problem: Problem, seed: int) -> Solution:
     """The hbm baseline's plan (nothing on chip: valid whenever any plan is), placed for the formulation."""
-    sol = get_problem_backend("hbm")(problem, time_limit=1.0, seed=seed)
-    sol.stats.setdefault("backend", "hbm")
-    return sol
-
-
-def _cut(clock, planned: float, reserve: float) -> tuple[float, bool]:
-    """A stage's planned seconds, or what the clock leaves when that is less (and True: the stage is cut)."""
-    left = clock.left() - reserve
-    return (max(left, 0.02), True) if left < planned else (planned, False)
+    return registry.solve(problem, "hbm", time_limit=1.0, seed=seed)
 
 
 def _note(clock, stage: str, sol: Solution, short: bool) -> None:
@@ -177,7 +173,7 @@ def greedy_work(planned: float) -> int:
     """The window work greedy gets at a limit of ``planned`` seconds (its search after the chain's incumbent),
     passed explicitly so that a clock shorter than the plan changes no decision unless it stops greedy (which
     greedy then says: ``wall_limit_hit``)."""
-    return int((1 - GREEDY_SHARE) * WINDOW_SHARE * planned * WINDOW_UNITS_PER_SECOND)
+    return greedy.work_for(planned, share=1 - CHAIN_GREEDY_SHARE)
 
 
 def clock_cut(sol: Solution) -> bool:

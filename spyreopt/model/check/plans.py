@@ -1,5 +1,9 @@
-"""The plan validator: every hard constraint re-derived from the plan's own graph,
-hardware and coefficients, independently of whichever solver made it.
+"""The plan check: every hard constraint of a plan re-derived from its own graph, hardware and coefficients,
+independently of whichever solver made it, against the one-candidate Problem of the plan's choices.
+
+The judge is given what it judges: ``check_plan(plan, problem)`` takes the plan and, when its caller holds it,
+that Problem (``fixed_problem`` uses it only if it is exactly the one it would build); nothing is handed over
+any other way.
 """
 
 from __future__ import annotations
@@ -7,28 +11,22 @@ from __future__ import annotations
 from spyreopt.costmodel.coefficients import Coefficients
 from spyreopt.errors import FormatError, GraphError, PlanError
 from spyreopt.model.candidates import resolve
+from spyreopt.model.check.loops import check_loops
 from spyreopt.model.graph import Graph
 from spyreopt.model.hardware import HardwareSpec
 from spyreopt.model.inplace import lifetime
 from spyreopt.model.opspace import op_space
-from spyreopt.model.plan import Plan
+from spyreopt.model.plan_data import PlanData
 from spyreopt.model.problem import Problem
 from spyreopt.model.staging import decoded, plan_masks
 
 COST_TOLERANCE_US = 1e-6
-_OFFERED: dict[int, tuple[Plan, Problem]] = {}  # ``offer``: one plan's fixed Problem, as its planner built it
 
 
-def offer(plan: Plan, problem: Problem) -> None:
-    """Let the next check of ``plan`` reuse ``problem`` (every op fixed, built by its planner: the stitched whole
-    model), only if it is the Problem ``fixed_problem`` would build from the plan: equal graph, hardware,
-    coefficients, decisions and staging bits. The rest of the check is unchanged."""
-    _OFFERED.clear()
-    _OFFERED[id(plan)] = (plan, problem)
-
-
-def fixed_problem(plan: Plan) -> Problem:
-    """The one-candidate Problem of the plan's choices (raises PlanError on an illegal choice)."""
+def fixed_problem(plan: PlanData, reuse: Problem | None = None) -> Problem:
+    """The one-candidate Problem of the plan's choices (raises PlanError on an illegal choice). ``reuse``: a
+    Problem the caller built with every op fixed (a planner's stitched whole model), returned when it is the one
+    this would build (equal graph, hardware, coefficients, decisions and staging bits), saving half the check."""
     try:
         graph = Graph.from_dict(plan.graph)
         hw = HardwareSpec.from_dict(plan.hardware)
@@ -36,7 +34,7 @@ def fixed_problem(plan: Plan) -> Problem:
     except (FormatError, GraphError) as exc:
         raise PlanError(f"plan: {exc}") from exc
     ops = {o.name: o for o in plan.ops}
-    compute = [o for o in graph.ops.values() if o.kind != "view"]
+    compute = graph.compute_ops()
     missing = [o.name for o in compute if o.name not in ops]
     if missing:
         raise PlanError(f"plan: no decision for op(s) {missing}")
@@ -57,18 +55,17 @@ def fixed_problem(plan: Plan) -> Problem:
             tiling = (loop.op_dims[o.name], loop.tiles, tuple(loop.staged))
         fixed[o.name] = (tuple(int(p.division[d]) for d in dims), int(p.stick), p.residency, tiling)
     masks = plan_masks(graph, compute, plan.tensors, plan.edges)
-    offered, source = _OFFERED.pop(id(plan), (None, None))
-    if offered is plan and (source.fixed, source.stage_masks or {}, source.hw, source.coef) == (fixed, masks, hw, coef):
-        if source.graph.to_dict() == plan.graph:
-            return source
+    if reuse is not None and (reuse.fixed, reuse.stage_masks or {}, reuse.hw, reuse.coef) == (fixed, masks, hw, coef):
+        if reuse.graph.to_dict() == plan.graph:
+            return reuse
     return Problem(graph, hw, coef, fixed=fixed, stage_masks=masks)
 
 
-def check_plan(plan: Plan) -> None:
-    from spyreopt.model.loop_check import check_loops
-
+def check_plan(plan: PlanData, problem: Problem | None = None) -> None:
+    """Raise PlanError naming the constraint, op, buffer and numbers if any hard constraint fails: the loops
+    first (``check.loops``), then every decision against ``fixed_problem(plan, reuse=problem)``."""
     check_loops(plan)
-    prob = fixed_problem(plan)
+    prob = fixed_problem(plan, reuse=problem)
     names = {t.name for t in plan.tensors}
     if len(names) != len(plan.tensors):
         raise PlanError("plan: duplicate tensor entries")
@@ -90,7 +87,7 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"plan: cost_us {plan.cost_us} but the cost model gives {cost} for these decisions")
 
 
-def _check_edges(plan: Plan, prob: Problem, a) -> None:
+def _check_edges(plan: PlanData, prob: Problem, a) -> None:
     by_key = {(e.consumer, e.operand): e for e in plan.edges}
     if len(by_key) != len(plan.edges):
         raise PlanError("plan: duplicate edge entries")
@@ -120,7 +117,7 @@ def _check_edges(plan: Plan, prob: Problem, a) -> None:
         raise PlanError(f"plan: {len(plan.edges) - staged_reads} edges, graph has {len(prob.edges)}")
 
 
-def _check_buffers(plan: Plan, prob: Problem, a) -> None:
+def _check_buffers(plan: PlanData, prob: Problem, a) -> None:
     """Every resident buffer and copy: size, lifetime, alignment, capacity, no overlap while live."""
     f = prob.formulation
     cap, align = prob.hw.planner_lx_bytes, prob.hw.stick_bytes
@@ -213,7 +210,7 @@ def _check_overlaps(buffers: list, shared: set[tuple[str, str]] = frozenset(), w
         )
 
 
-def check_inplace(plan: Plan, prob: Problem) -> tuple[set[tuple[str, str]], dict[tuple[str, str], str]]:
+def check_inplace(plan: PlanData, prob: Problem) -> tuple[set[tuple[str, str]], dict[tuple[str, str], str]]:
     """Every op writing in place (``OpPlan.inplace_over``) does it legally: a pointwise op whose output has the
     operand's shape and dtype, read element for element; the operand is an op's on-chip output (not a graph
     output) or a staged input, read in place here for the last time; each core writes its output slice, in
@@ -244,7 +241,9 @@ def check_inplace(plan: Plan, prob: Problem) -> tuple[set[tuple[str, str]], dict
     return shared, wrong
 
 
-def _inplace_error(plan: Plan, prob: Problem, i: int, j: int, records: dict, edges: dict, readers: dict) -> str | None:
+def _inplace_error(
+    plan: PlanData, prob: Problem, i: int, j: int, records: dict, edges: dict, readers: dict
+) -> str | None:
     """Why op i's write over operand j is not a legal in-place write (None: it is)."""
     g, o = prob.graph, prob.ops[i]
     if not 0 <= j < len(o.inputs):
@@ -283,7 +282,7 @@ def _inplace_error(plan: Plan, prob: Problem, i: int, j: int, records: dict, edg
     return None
 
 
-def _check_staged(plan: Plan, prob: Problem, a) -> None:
+def _check_staged(plan: PlanData, prob: Problem, a) -> None:
     """The plan's staged inputs and their reads are exactly those its decisions give (size, stick, lifetime,
     and every read allowed: the loader keeps the slices each reader core needs)."""
     f = prob.formulation

@@ -38,10 +38,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "grouped k-fold cross-validated error per family and the decision accuracy, then fit on every row",
     )
     p.add_argument("--folds", type=int, default=5, help="--sweep: folds of the grouped cross-validation (default 5)")
+    p.add_argument(
+        "--target",
+        choices=("model", "simulator"),
+        default="model",
+        help="--sweep: fit the cost model's coefficients (default) or the simulator's machine parameters",
+    )
     p.set_defaults(func=_fit)
 
 
 def _fit(args: argparse.Namespace) -> int:
+    if args.sweep and args.target == "simulator":
+        from spyreopt.cli.fit_sim import fit_simulator
+
+        return fit_simulator(args)
     if args.sweep:
         return _fit_sweep(args)
     if args.samples < 2:

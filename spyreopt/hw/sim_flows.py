@@ -13,9 +13,12 @@ moves at a constant rate; an event is a transfer or a compute tile finishing
   controller spends ``bytes/peak + overhead`` per request and a turnaround per
   byte of the smaller direction while reads and writes are both active, so
   short runs and balanced traffic are slower than long one-way streams (the
-  spec's one-way effective and balanced figures). One core streaming alone
-  reads and writes at once, each at the peak: the published one-core softmax
-  moves 8.4 MB in 32.5 µs, which no shared read/write budget at 204.8 GB/s allows.
+  spec's one-way effective and balanced figures). A core's DMA engine moves at
+  most ``SimParams.core_dma_gbps``, shared by its active streams. One core streaming alone
+  reads and writes at once, each at the peak as far as its engine allows (the
+  published one-core softmax moves 8.4 MB in 32.5 µs, which no shared read/write
+  budget at 204.8 GB/s allows; the device sweep's lone cores move far less, and
+  the calibrated engine rate follows the sweep).
 * Ring: transfers take the shorter direction around the bidirectional ring and
   share link bandwidth max-min fairly; each destination's DMA engine also
   limits how many requests per ns it issues (many short runs are slow), and
@@ -162,9 +165,12 @@ def _simulate_pipeline(jobs: list[CoreJob], m: Machine) -> PhaseResult:
         rates = np.zeros(0)
         if flows:
             tau, cap, wr = [], [], []
+            active = {}
+            for p, _, _ in flows:
+                active[id(p)] = active.get(id(p), 0) + 1
             for p, k, _ in flows:
                 nb, nq = (p.rb, p.rq) if k == "r" else (p.wb, p.wq)
-                limit = m.dma_cap(nb, max(round(nq), 1))
+                limit = min(m.dma_cap(nb, max(round(nq), 1)), m.params.core_dma_gbps / active[id(p)])
                 served = 1.0
                 if k == "r":
                     job = p.job

@@ -24,7 +24,7 @@ PHASES = ("relayout", "restickify", "compute", "dma", "psum", "barrier")
 class _Movement:
     """An op's data movement before it computes."""
 
-    main: dict[int, list[float]]  # per core: device-memory bytes, requests, shared bytes, served bytes (main phase)
+    main: dict[int, list[float]]  # per core: device bytes, requests, shared bytes, served bytes, transpose ns
     ring: list[RingTransfer] = field(default_factory=list)  # relayout fragments
     stage_out: dict[int, CoreJob] = field(default_factory=dict)  # restickify: owners write their slices out
     stage_in: dict[int, CoreJob] = field(default_factory=dict)  # restickify: read back, transform
@@ -100,7 +100,7 @@ class Run:
 
     def operands(self, s: Step) -> _Movement:
         """Check every operand's source and lay out its data movement."""
-        mv = _Movement({c: [0, 0, 0, 0.0] for c in range(s.cores)})
+        mv = _Movement({c: [0, 0, 0, 0.0, 0.0] for c in range(s.cores)})
         for od in s.operands:
             if od.mode in ("staged", "prefetched"):  # a loop's operand already on chip: no traffic here
                 continue
@@ -119,21 +119,19 @@ class Run:
         return mv
 
     def _device_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
-        """Read from device memory; a tensor stored in another stick is transformed there first."""
+        """Read from device memory; a tensor stored in another stick is read as stored and transformed on the
+        way in by the reading core's DMA transpose unit (the device transposes at a copy's speed)."""
         if od.ref.base not in self.in_device:
             prod = self.producer(od)
             raise PlanError(
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"
             )
-        for c, box in od.boxes:
-            if od.need_stick != od.stored_stick:
-                job = mv.stage_in.setdefault(c, CoreJob(c))
-                _add_read(job, *self._sizes(od.ref.base, box, od.stored_stick))
-                wb, wq = self._sizes(od.ref.base, box, od.need_stick)
-                job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
-                job.compute_ns += self.m.transpose_ns(wb // self.m.hw.stick_bytes)
-        for c, read in self.multicast_reads(od.ref.base, od.boxes, od.need_stick):
+        if od.need_stick != od.stored_stick:  # streamed in through the core's DMA transpose unit
+            t, hw = self.trace.tensor(od.ref.base), self.m.hw
+            for c, box in od.boxes:
+                mv.main[c][4] += self.m.transpose_ns(sticks_of(box, od.need_stick, t.elem_bytes, hw.stick_bytes))
+        for c, read in self.multicast_reads(od.ref.base, od.boxes, od.stored_stick):
             for x, v in enumerate(read):
                 mv.main[c][x] += v
 
@@ -304,8 +302,9 @@ class Run:
         out_jobs = self._write_jobs(s) if writes else {}
         jobs = []
         for c in range(s.cores):
-            nb, nq, shared, served = mv.main[c]
-            job = CoreJob(c, nb, nq, self.compute_ns(s, c), read_shared_bytes=shared, read_served_bytes=served)
+            nb, nq, shared, served, transpose = mv.main[c]
+            job = CoreJob(c, nb, nq, self.compute_ns(s, c) + transpose, read_shared_bytes=shared,
+                          read_served_bytes=served)  # fmt: skip
             if k == 1 and c in out_jobs:  # a k-split writes after its partial sums are reduced
                 job.write_bytes, job.write_requests = out_jobs[c].write_bytes, out_jobs[c].write_requests
             jobs.append(job)
@@ -323,5 +322,5 @@ class Run:
             written += wphase.write_bytes
         if writes:
             self.in_device.add(s.op.output)
-        ns["barrier"] = m.hw.barrier_ns
+        ns["barrier"] = m.hw.barrier_ns + m.params.op_overhead_ns  # the sync, and starting the op's program
         return sum(ns.values()), ns, reads, written

@@ -6,7 +6,8 @@ Ops run in schedule order separated by barriers. Within an op, in order:
    over the ring (hop distance, link contention, fan-in limit);
 2. restickifies, staged through device memory: owners write their slices,
    destinations read them back through their DMA transpose unit (a tensor that
-   is already in device memory in the wrong stick is transformed there first);
+   is already in device memory in the wrong stick is read as it is stored and
+   transformed on the way in, in the op's own phase);
 3. the op itself: every core streams its device-memory operands in
    double-buffered tiles, computes on its PE arrays or vector units, and streams
    its output slice out (cores share device-memory bandwidth);
@@ -86,6 +87,9 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Simulate a plan on the machine it was made for; PlanError (op, buffer, core, address, step) if it is illegal.
+
+    ``params`` default to ``SimParams()``, the machine of the public figures (the planner's shipped model is
+    fitted to it); ``sim_machine.device_params()`` is the machine calibrated on device timings.
 
     With ``repeats`` a tiled loop identical to one already simulated takes its times (``hw.sim_repeat``: exact
     for the timing, its scratchpad checks skipped; ``SimResult.repeated_loops`` counts them). ``progress(done,

@@ -127,18 +127,23 @@ def test_full_mode_attaches_the_decisions_before_scheduling(monkeypatch):
     assert set(seen[0]) == set(si.decisions(r)) and seen[0]["buf0"].writer.op in r.graph.ops
 
 
-def test_side_by_side_parts_cover_the_builder_and_captured_ops():
-    from spyreopt.bench.inductor_llama import PARTS, _part_of_builder, _part_of_module, _parts
+def test_op_groups_cover_both_sides_and_separate_the_differences():
+    from spyreopt.bench.inductor_groups import DIFFERENCES, GROUPS, SHARED, builder_group, captured_groups, grouped
 
+    assert set(GROUPS) == set(SHARED) | set(DIFFERENCES)
     g = so.presets.get("tiny", seq=16, layers=2)
     plan = so.solve(g, backend="greedy", time_limit=5)
-    parts = _parts(plan, _part_of_builder)
-    assert set(parts) == set(PARTS) and all(parts[p] > 0 for p in ("attention", "mlp", "norms", "lm_head"))
-    assert sum(parts.values()) == pytest.approx(plan.cost_us, abs=0.1 * len(PARTS))
-    assert _part_of_builder("l1.resid_mlp") == "other" and _part_of_builder("l0.k_rope.sum") == "attention"
-    assert [_part_of_module(m) for m in ("lm_head", "model.layers.3.mlp.up_proj", "model.layers.0.self_attn",
-                                         "model.norm", "model", None)] == [
-        "lm_head", "mlp", "attention", "norms", "other", "other"]  # fmt: skip
+    built = grouped({o.name: builder_group(o.name) for o in plan.ops}, plan)
+    assert sum(built.values()) == pytest.approx(plan.cost_us, abs=0.1 * len(GROUPS))
+    assert all(built[k] > 0 for k in (*SHARED, "rotary", "norms_residual")) and built["kv_copies"] == 0
+    assert [builder_group(n) for n in ("l1.resid_mlp", "l0.k_rope.sum", "l0.softmax.max", "l1.o_proj")] == [
+        "norms_residual", "rotary", "attention", "projections"]  # fmt: skip
+    r = plan_meta(tiny_llama(2), 16, backend="greedy")
+    groups = captured_groups(r)
+    captured = grouped(groups, r.plan)
+    assert sum(captured.values()) == pytest.approx(r.plan.cost_us, abs=0.1 * len(GROUPS))
+    assert all(captured[k] > 0 for k in (*SHARED, "rotary", "norms_residual", "kv_copies"))  # HF's repeat_kv here
+    assert {groups[m.op] for m in r.matmuls} == {"projections", "attention", "mlp", "lm_head"}
 
 
 def test_parameters_are_weights_laid_out_as_the_matmul_reads_them():

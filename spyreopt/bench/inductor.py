@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -35,6 +36,7 @@ import spyreopt.integrations.inductor as si
 from spyreopt.integrations.inductor import examples
 
 KINDS = ("matmul", "pointwise", "reduce", "reshape", "view")
+GQA_SWITCH = "TRANSFORMERS_SDPA_FORCE_GQA"  # transformers' switch to its grouped-query attention path
 
 
 def compile_model(name: str, size: str, train: bool, options: dict) -> tuple[float, list[si.CapturedGraph]]:
@@ -70,22 +72,36 @@ def compile_family(name: str, options: dict) -> tuple[float, list[si.CapturedGra
     return seconds, si.plans()
 
 
-def compile_llama(layers: int, seq: int, context: int, options: dict) -> tuple[float, list[si.CapturedGraph]]:
+def compile_llama(
+    layers: int, seq: int, context: int, options: dict, gqa: bool = False
+) -> tuple[float, list[si.CapturedGraph]]:
     """Compile and run (on ``meta``) a Llama-3-8B-shaped model with ``layers`` layers; nothing is allocated.
 
     ``context`` > 0: one decode step (one token) against a static key/value cache of that length.
+    ``gqa``: Hugging Face's grouped-query path (``TRANSFORMERS_SDPA_FORCE_GQA=1``: the attention kernel
+    broadcasts each key/value head over its query heads, ``enable_gqa``) instead of its default on this
+    machine, ``repeat_kv``, which copies the keys and values to every query head first.
     """
-    import transformers as tf
-
     from spyreopt.integrations.inductor import families
 
+    saved = os.environ.get(GQA_SWITCH)
+    os.environ[GQA_SWITCH] = "1" if gqa else "0"
+    try:
+        return _compile_llama(families.llama(layers), families.static_cache, seq, context, options)
+    finally:
+        if saved is None:
+            del os.environ[GQA_SWITCH]
+        else:
+            os.environ[GQA_SWITCH] = saved
+
+
+def _compile_llama(model, static_cache, seq: int, context: int, options: dict) -> tuple[float, list]:
     torch._dynamo.reset()
     si.clear()
-    model = families.llama(layers)
     kwargs = {"use_cache": False}
     if context:
         seq = 1
-        kwargs = {"past_key_values": tf.StaticCache(config=model.config, max_cache_len=context), "use_cache": True}
+        kwargs = {"past_key_values": static_cache(model, 1, context, torch.device("meta")), "use_cache": True}
         kwargs["cache_position"] = torch.tensor([context - 1], device="meta")
     ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
     start = time.perf_counter()

@@ -94,20 +94,23 @@ def arguments(op: ir.FallbackKernel) -> dict[str, Any]:
 
 
 def affine(expr: sympy.Expr, syms: list[sympy.Symbol]) -> tuple[tuple[int, ...], int] | None:
-    """(coefficient per symbol, offset) if ``expr`` is affine in ``syms`` with integer coefficients."""
-    expr = sympy.expand(sympy.sympify(expr))
-    if not expr.free_symbols <= set(syms):
-        return None
-    coeffs = []
-    for s in syms:
-        c = sympy.diff(expr, s)
+    """(coefficient per symbol, offset) if ``expr`` is affine in ``syms`` with integer coefficients.
+
+    Read off the expanded sum's terms (a translation reads thousands of indices; differentiating
+    each was most of its time): every term must be an integer times one of ``syms``, or an integer."""
+    terms = sympy.expand(sympy.sympify(expr)).as_coefficients_dict()
+    position = {s: i for i, s in enumerate(syms)}
+    coeffs, rest = [0] * len(syms), 0
+    for term, c in terms.items():
         if not c.is_Integer:
             return None
-        coeffs.append(int(c))
-    rest = expr.subs({s: 0 for s in syms})
-    if not rest.is_Integer:
-        return None
-    return tuple(coeffs), int(rest)
+        if term == 1:
+            rest += int(c)
+        elif term in position:
+            coeffs[position[term]] += int(c)
+        else:  # another symbol, a product of symbols, floor/mod...
+            return None
+    return tuple(coeffs), rest
 
 
 def read_of(index: sympy.Expr, syms: list[sympy.Symbol], template: Read) -> Read:

@@ -7,16 +7,12 @@ the four gradient matmuls and the softmax gradient.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torch._inductor import ir
 
-from spyreopt.integrations.inductor import access as acc
+import spyreopt.integrations.inductor.access as acc
 from spyreopt.integrations.inductor.access import Unsupported
+from spyreopt.integrations.inductor.lowered import Lowered
 from spyreopt.integrations.inductor.operands import Builder, MatmulInfo
-
-if TYPE_CHECKING:
-    from spyreopt.integrations.inductor.translate import Translator
 
 FORWARD = "aten._scaled_dot_product_flash_attention_for_cpu.default"
 BACKWARD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
@@ -33,10 +29,10 @@ def _mm(tr: Builder, name: str, a: str, b: str, dtype: str, kernel: str) -> str:
     return out
 
 
-def translate_sdpa(tr: Translator, op: ir.FallbackKernel) -> dict[int, tuple[str, str, tuple[int, int] | None]]:
+def translate_sdpa(tr: Lowered, op: ir.FallbackKernel) -> dict[int, tuple[str, str, tuple[int, int] | None]]:
     """Add the decomposition of one attention kernel; returns output index -> (tensor, dtype, head split).
 
-    ``tr`` is the ``Translator`` (its ``attn_arg`` turns an IR argument into a tensor). An explicit
+    ``tr`` is the translation state (its ``attn_arg`` turns an IR argument into a tensor). An explicit
     mask is one more operand of the scaling; grouped-query attention (fewer key/value heads than
     query heads) computes over (group, batch, kv heads) with keys and values broadcast over the group.
     """

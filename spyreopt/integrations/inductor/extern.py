@@ -8,28 +8,25 @@
 * ``cumsum`` (a scan) -> the two passes of a parallel scan: a ``reduce`` along the scanned dim
   (the carries between chunks) and a pointwise ``add`` of the carries to the input.
 * ``ConcatKernel`` -> no op: its pieces are computed by their own ops and written to device
-  memory (``Translator._into_other``), and the concatenation is read back from there as one leaf.
+  memory (``translate.Translator._into_other``), and the concatenation is read back from there as one leaf.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from torch._inductor import ir
 
-from spyreopt.integrations.inductor import access as acc
+import spyreopt.integrations.inductor.access as acc
 from spyreopt.integrations.inductor.access import Unsupported
+from spyreopt.integrations.inductor.lowered import Lowered
 from spyreopt.integrations.inductor.operands import MatmulInfo, TInfo, out_dims
-
-if TYPE_CHECKING:
-    from spyreopt.integrations.inductor.translate import Translator
 
 CONVOLUTION = "extern_kernels.convolution"
 SCANS = ("aten.cumsum.default",)
 
 
-def _dram(tr: Translator, info: TInfo, name: str, shape: tuple[int, ...], what: str) -> str:
+def _dram(tr: Lowered, info: TInfo, name: str, shape: tuple[int, ...], what: str) -> str:
     """A leaf holding ``shape`` read from ``info``'s buffer in device memory (the buffer goes there first)."""
     if not info.leaf:
         tr.forced.add(info.name)
@@ -40,7 +37,7 @@ def _dram(tr: Translator, info: TInfo, name: str, shape: tuple[int, ...], what: 
     return name
 
 
-def convolution(tr: Translator, node: ir.ExternKernel) -> None:
+def convolution(tr: Lowered, node: ir.ExternKernel) -> None:
     """A 2-d convolution as a matmul over patches (see the module docstring)."""
     kw = dict(node.kwargs)
     stride, padding, dilation = (tuple(int(v) for v in kw.get(k, ())) for k in ("stride", "padding", "dilation"))
@@ -70,13 +67,13 @@ def convolution(tr: Translator, node: ir.ExternKernel) -> None:
     tr.t[name] = TInfo(y, out_dims((batch, oh, ow, cout), (st[0], st[2], st[3], st[1])), False, name, dtype)
 
 
-def concat(tr: Translator, node: ir.ConcatKernel) -> None:
+def concat(tr: Lowered, node: ir.ConcatKernel) -> None:
     """The concatenated buffer, whose pieces were written to device memory, read back as one leaf."""
     pieces = ", ".join(p.get_name() for p in node.inputs)
     tr.leaf_buffer(node.get_name(), node.get_layout(), f"concatenation of {pieces}, read from device memory")
 
 
-def scan(tr: Translator, node: ir.FallbackKernel) -> tuple[str, str, None]:
+def scan(tr: Lowered, node: ir.FallbackKernel) -> tuple[str, str, None]:
     """A cumulative sum along one dim; returns the multi-output entry (tensor, dtype, None)."""
     arg = acc.arguments(node)
     x = acc.view_of(arg["self"])

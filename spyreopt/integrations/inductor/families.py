@@ -96,11 +96,27 @@ def decode_step(batch: int = 4, context: int = 32, seed: int = 0) -> tuple[torch
     ids = torch.randint(0, VOCAB, (batch, 1))
 
     def inputs() -> dict:
-        cache = tf.StaticCache(config=model.config, max_cache_len=context)
+        cache = static_cache(model, batch, context, torch.device("cpu"))
         return {"input_ids": ids, "past_key_values": cache, "use_cache": True,
                 "cache_position": torch.tensor([context - 1])}  # fmt: skip
 
     return model, inputs
+
+
+def static_cache(model: torch.nn.Module, batch: int, context: int, device: torch.device):
+    """A static key/value cache of ``context`` positions, allocated before the step is compiled.
+
+    Transformers allocates a ``StaticCache`` lazily, on its first update: left so, the first compiled
+    step would create the whole cache (a fill of every position, twice per layer) inside the graph,
+    which is no decode step. A decode step reads a cache that exists."""
+    import transformers as tf
+
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    cache = tf.StaticCache(config=cfg, max_cache_len=context)
+    dtype = next(model.parameters()).dtype
+    cache.early_initialization(batch, cfg.num_key_value_heads, head_dim, dtype, device)
+    return cache
 
 
 def llama(layers: int = 32, device: str = "meta", dtype: torch.dtype = torch.bfloat16, **overrides) -> torch.nn.Module:

@@ -55,6 +55,7 @@ class Session:
             record.graph, record.op_buffer, record.opaque = tr.graph, tr.op_buffer, tr.opaque
             record.notes, record.matmuls, record.counts = tr.notes, tr.matmuls, tr.counts()
             record.inductor_nodes, record.buffer_tensor = dict(tr.inductor_nodes), tr.buffer_tensor
+            record.buffer_strides = tr.buffer_strides
             record.origins = buffer_origins(lowering)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, never raised into the compile
             record.error = f"translation failed: {type(exc).__name__}: {exc} (at {_where(exc)})"

@@ -13,6 +13,7 @@ from no module at all (a plain function) get ``None``; they are counted and list
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -36,16 +37,35 @@ def clean_path(path: str) -> str:
     return _INDEX.sub(r".\1", _ROOT.sub("", path)).strip(".")
 
 
-def _module(fx_node) -> str | None:
-    """The innermost module on the node's stack: "" for the model itself, None without a stack."""
+def _module(fx_node, memo: dict | None = None) -> str | None:
+    """The innermost module on the node's stack: "" for the model itself, None without a stack.
+
+    ``memo`` (FX node -> path) serves a whole graph: a fused kernel lists every FX node it was
+    lowered from, so a graph asks for the same nodes many times (parsing each stack again was
+    most of the translation's time on a 32-layer model)."""
+    if memo is not None and fx_node in memo:
+        return memo[fx_node]
     stack = getattr(fx_node, "meta", {}).get("nn_module_stack") or {}
     paths = [v[0] if isinstance(v, tuple) else v for v in stack.values()]
     paths = [clean_path(p) for p in paths if isinstance(p, str) and p.startswith("L[")]
-    return paths[-1] if paths else None
+    found = paths[-1] if paths else None
+    if memo is not None:
+        memo[fx_node] = found
+    return found
 
 
 def _target(fx_node) -> str:
     target = getattr(fx_node, "target", fx_node)
+    try:
+        return _target_name(target)
+    except TypeError:  # an unhashable target
+        return _target_name.__wrapped__(target)
+
+
+@functools.cache
+def _target_name(target) -> str:
+    """An FX target's name (``aten.mm``); memoised: targets are ATen's global op objects, and printing
+    one is slow enough to matter over the ~30,000 origins of a 32-layer model."""
     name = target if isinstance(target, str) else str(getattr(target, "__name__", None) or target)
     if hasattr(target, "_schema"):  # an OpOverload: aten.mm.default
         name = str(target)
@@ -61,14 +81,14 @@ def _depth(module: str) -> int:
     return module.count(".") + 1 if module else 0
 
 
-def origin_of(node) -> Origin:
+def origin_of(node, memo: dict | None = None) -> Origin:
     """The module and source op of one IR operation or buffer (``Origin(None, None)`` without origins)."""
     primary = getattr(node, "origin_node", None)
-    if primary is not None and _module(primary) is not None and not _plumbing(_target(primary)):
-        return Origin(_module(primary), _target(primary))
+    if primary is not None and _module(primary, memo) is not None and not _plumbing(_target(primary)):
+        return Origin(_module(primary, memo), _target(primary))
     nodes = sorted(getattr(node, "origins", None) or (), key=lambda n: n.name)
     work = [n for n in nodes if not _plumbing(_target(n))] or nodes  # a view carries its input's module (q_proj's)
-    named = [(n, _module(n)) for n in work if _module(n) is not None]
+    named = [(n, m) for n in work if (m := _module(n, memo)) is not None]
     if not named:
         return Origin(None, _target(work[0]) if work else None)
     deepest = max(_depth(m) for _, m in named)
@@ -79,11 +99,12 @@ def origin_of(node) -> Origin:
 def buffer_origins(lowering) -> dict[str, Origin]:
     """Every buffer of a lowered graph (``GraphLowering`` at codegen entry) -> its origin."""
     out: dict[str, Origin] = {}
+    memo: dict = {}
     for op in lowering.operations:
-        here = origin_of(op)
+        here = origin_of(op, memo)
         out[op.get_name()] = here
         for buf in op.get_outputs():
-            found = origin_of(buf)
+            found = origin_of(buf, memo)
             out[buf.get_name()] = found if found.module or found.source else here
     return out
 

@@ -32,7 +32,7 @@ class Options:
 
     backend: str = "auto"
     time_limit: float = 30.0  # a whole model: at 10 s, auto's nominal build of a Llama-3-8B graph's three distinct
-    # two-layer segments (147 ops, 0.05 s each) left each segment's search 0.2 s (592,094 us); at 30 s, 303,623 us
+    # two-layer segments (147 ops, 0.05 s each) left each segment's search 0.2 s (592,094 us); at 30 s, idle, 303,623 us
     seed: int = 0
     mode: str = "full"
     solve: bool = True
@@ -82,6 +82,7 @@ class CapturedGraph:
     matmuls: list = field(default_factory=list)  # translate.MatmulInfo
     inductor_nodes: dict[str, int] = field(default_factory=dict)
     buffer_tensor: dict[str, str] = field(default_factory=dict)  # Inductor buffer -> the tensor holding its data
+    buffer_strides: dict[str, tuple[int | None, ...]] = field(default_factory=dict)  # its dims' storage strides
     origins: dict[str, Origin] = field(default_factory=dict)  # Inductor buffer -> module path and source op
     capture_seconds: float = 0.0
     solve_seconds: float | None = None

@@ -153,8 +153,8 @@ def _tile_write_requests(oc: OpCandidates, lay: Layout, dim: int, tiles: int) ->
 # ---- which ops tile, and over what -------------------------------------------------------------
 def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
     """Per (dim, tile count, staged or not), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone, and
-    every legal tiled layout of a division putting all cores on one dim: the divisions ops of one loop
-    share, so that its tiles pass in place. The aligned untiled layouts are appended to ``oc.layouts``.
+    every legal tiled layout of a division putting all cores on one dim or one run of dims: the divisions ops
+    of one loop share, so that its tiles pass in place. The aligned untiled layouts are appended to ``oc.layouts``.
 
     Memoised per (layout list, dims, counts, operand names: staged tiles name their tensors)."""
     held = memo.tokens(oc.layouts)

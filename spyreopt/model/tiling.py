@@ -27,6 +27,7 @@ inner edge on chip and every edge in or out through device memory.
 from __future__ import annotations
 
 from dataclasses import replace
+from math import gcd
 
 import numpy as np
 
@@ -152,8 +153,8 @@ def _tile_write_requests(oc: OpCandidates, lay: Layout, dim: int, tiles: int) ->
 # ---- which ops tile, and over what -------------------------------------------------------------
 def tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, ...]) -> list[Layout]:
     """Per (dim, tile count, staged or not), the ``KEEP_PER_TILING`` legal tiled layouts fastest alone, and
-    every legal tiled layout of a division putting all cores on one dim: the divisions ops of one loop
-    share, so that its tiles pass in place. The aligned untiled layouts are appended to ``oc.layouts``.
+    every legal tiled layout of a division putting all cores on one dim or one run of dims: the divisions ops
+    of one loop share, so that its tiles pass in place. The aligned untiled layouts are appended to ``oc.layouts``.
 
     Memoised per (layout list, dims, counts, operand names: staged tiles name their tensors)."""
     held = memo.tokens(oc.layouts)
@@ -198,18 +199,39 @@ def _tiled_layouts(oc: OpCandidates, dims: tuple[int, ...], counts: tuple[int, .
 
 
 def aligned_layouts(oc: OpCandidates) -> list[Layout]:
-    """Untiled layouts with every core on one iteration dim (each output stick dim the op allows)."""
+    """Untiled layouts with every core on one iteration dim, or on a run of dims from it (``run_factors``),
+    each output stick dim the op allows."""
     out = []
     sticks = sorted({lay.stick for lay in oc.layouts})
+    divisions = []
     for d in range(len(oc.space.dims)):
         factors = [1] * len(oc.space.dims)
         factors[d] = oc.hw.cores
+        divisions.append(tuple(factors))
+        if (run := run_factors(oc.space.extents, oc.space.reduction, d, oc.hw.cores)) not in (None, *divisions):
+            divisions.append(run)
+    for factors in divisions:
         for stick in sticks:
             try:
                 out.append(oc.checked_layout(tuple(factors), stick))
             except PlanError:
                 continue
     return out
+
+
+def run_factors(extents: tuple[int, ...], reduction: tuple[bool, ...], start: int, cores: int) -> tuple | None:
+    """Every core on the parallel dims from ``start`` on, each taking the largest share of the cores left that
+    divides its extent, outer first: a head dim split in two (grouped-query attention's [kv heads, group]) is
+    shared as a whole by the ops of a loop, as one dim of as many heads would be. None when fewer than two
+    dims take cores, or the run does not take them all."""
+    factors = [1] * len(extents)
+    left = cores
+    for d in range(start, len(extents)):
+        if left == 1 or reduction[d]:
+            break
+        factors[d] = gcd(extents[d], left)
+        left //= factors[d]
+    return tuple(factors) if left == 1 and sum(f > 1 for f in factors) > 1 else None
 
 
 def loop_residencies(lay: Layout, allowed: tuple[str, ...]) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from scipy.optimize import least_squares
 from spyreopt.calibrate import sweep_eval
 from spyreopt.calibrate.sampling import reference_coefficients
 from spyreopt.errors import InfeasibleError, PlanError
-from spyreopt.hw.sim_machine import SimParams
+from spyreopt.hw.sim_machine import SimParams, device_machine
 
 FREE = (
     "dma_latency_ns",
@@ -132,7 +132,7 @@ class SimFit:
 def fit_params(rows: SimRows, train: np.ndarray, seed: int = sweep_eval.SEED, max_nfev: int = MAX_NFEV) -> SimFit:
     """Least squares on the relative error of a seeded subsample of the ``train`` rows."""
     sample = subsample(rows, train, seed=seed)
-    base = SimParams()
+    base = device_machine()
     lo = np.array([BOUNDS[n][0] for n in FREE])
     hi = np.array([BOUNDS[n][1] for n in FREE])
     x0 = np.clip([START.get(n, getattr(base, n)) for n in FREE], lo, hi)

@@ -54,6 +54,10 @@ class SimParams:
     * ``stick_reduce_extra_cycles``: extra cycles per stick for a reduction along
       the stick (a cross-lane shuffle tree instead of lane-wise accumulation).
     * ``transpose_cycles_per_stick``: a core's DMA transpose unit (restickify).
+    * ``transpose_on_read``: a device-memory tensor stored in another stick is read as stored and transposed on
+      the way in by the reading core's DMA transpose unit, as the device sweep's transposes run (on in the
+      device calibration); off, the published figures' path: it is restickified through device memory first,
+      the path the planner's default coefficients were fitted to.
     * ``max_tiles_per_core``: double-buffered tiles per core and op (bounds the
       event count; see ``Machine.tiles``).
     """
@@ -71,10 +75,16 @@ class SimParams:
     transcendental_cycles: float = 1.0
     stick_reduce_extra_cycles: float = 1.0
     transpose_cycles_per_stick: float = 2.0
+    transpose_on_read: bool = False
     max_tiles_per_core: int = 16
 
 
 DEVICE_FILE = "sim_device.json"  # SimParams calibrated on the device sweep, with the command that fitted them
+
+
+def device_machine() -> SimParams:
+    """The mechanisms the device sweep shows, before its rates are fitted: the start of the calibration."""
+    return SimParams(transpose_on_read=True)
 
 
 @lru_cache(maxsize=1)
@@ -86,7 +96,7 @@ def device_params() -> SimParams:
     unknown = sorted(set(doc["params"]) - known)
     if unknown:
         raise FormatError(f"{DEVICE_FILE}: params: unknown field(s) {unknown}")
-    return replace(SimParams(), **doc["params"])
+    return replace(device_machine(), **doc["params"])
 
 
 @dataclass(frozen=True)

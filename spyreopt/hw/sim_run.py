@@ -119,19 +119,27 @@ class Run:
         return mv
 
     def _device_operand(self, s: Step, od: Operand, mv: _Movement) -> None:
-        """Read from device memory; a tensor stored in another stick is read as stored and transformed on the
-        way in by the reading core's DMA transpose unit (the device transposes at a copy's speed)."""
+        """Read from device memory; a tensor stored in another stick is transposed on the way in by the reading
+        core's DMA transpose unit, or restickified through device memory first (``SimParams.transpose_on_read``)."""
         if od.ref.base not in self.in_device:
             prod = self.producer(od)
             raise PlanError(
                 f"op {s.name!r} at step {s.index}: edge mode {od.mode!r} reads tensor {od.ref.base!r} from device "
                 f"memory, but it was never written there (residency {prod.residency!r})"
             )
-        if od.need_stick != od.stored_stick:  # streamed in through the core's DMA transpose unit
+        if od.need_stick != od.stored_stick and self.m.params.transpose_on_read:  # through the DMA transpose unit
             t, hw = self.trace.tensor(od.ref.base), self.m.hw
             for c, box in od.boxes:
                 mv.main[c][4] += self.m.transpose_ns(sticks_of(box, od.need_stick, t.elem_bytes, hw.stick_bytes))
-        for c, read in self.multicast_reads(od.ref.base, od.boxes, od.stored_stick):
+        elif od.need_stick != od.stored_stick:  # restickified through device memory first
+            for c, box in od.boxes:
+                job = mv.stage_in.setdefault(c, CoreJob(c))
+                _add_read(job, *self._sizes(od.ref.base, box, od.stored_stick))
+                wb, wq = self._sizes(od.ref.base, box, od.need_stick)
+                job.write_bytes, job.write_requests = job.write_bytes + wb, job.write_requests + wq
+                job.compute_ns += self.m.transpose_ns(wb // self.m.hw.stick_bytes)
+        read_stick = od.stored_stick if self.m.params.transpose_on_read else od.need_stick
+        for c, read in self.multicast_reads(od.ref.base, od.boxes, read_stick):
             for x, v in enumerate(read):
                 mv.main[c][x] += v
 

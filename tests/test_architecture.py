@@ -299,3 +299,22 @@ def test_only_the_pipeline_decodes_a_plan():
                 for n in ast.walk(ast.parse(path.read_text())))
     )  # fmt: skip
     assert not decoders, f"modules decoding plans outside solving.pipeline: {decoders}"
+
+
+def _functions_reading_iopddl(path: Path) -> list[str]:
+    """Functions named as judges (``evaluate*``, ``judge*``, ``score*``) in a module that reads the IOPDDL format."""
+    tree = ast.parse(path.read_text())
+    reads = any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith("spyreopt.formats.iopddl")
+                for n in ast.walk(tree))  # fmt: skip
+    return [n.name for n in tree.body if reads and isinstance(n, ast.FunctionDef)
+            and n.name.startswith(("evaluate", "judge", "score"))]  # fmt: skip
+
+
+def test_one_iopddl_judge():
+    """The contest's cost and feasibility are judged in ``formats.iopddl`` alone (``evaluate_iopddl``, ``score``):
+    a second judge elsewhere could disagree with it, and whichever a result went through would decide."""
+    assert {"evaluate_iopddl", "score"} <= {n.name for n in ast.parse(MODULES["spyreopt.formats.iopddl"].read_text()).body
+                                            if isinstance(n, ast.FunctionDef)}  # fmt: skip
+    again = {m: f for m, path in MODULES.items() if not m.startswith("spyreopt.formats.iopddl")
+             and (f := _functions_reading_iopddl(path))}  # fmt: skip
+    assert not again, f"an IOPDDL judge outside formats/iopddl.py: {again}"

@@ -213,12 +213,15 @@ def test_region_step_is_exact_on_its_region_and_never_loses(seed):
     from spyreopt.contest.region import improve
 
     rng = np.random.default_rng(seed)
-    r = reduce_instance(validate(random_doc(rng, 7)))
-    s = Search(r, build_graph(r), 0)
-    x = s.lean_start()
-    free = np.flatnonzero(r.k > 1)
-    if len(free) < 2 or (s.profile(x) > r.usage_limit).any() or s.cost(x) >= FINITE:
-        pytest.skip("nothing to re-optimise on this draw")
+    for _ in range(200):  # draw until the lean start is a finite, feasible incumbent with a region to re-optimise
+        r = reduce_instance(validate(random_doc(rng, 7)))
+        s = Search(r, build_graph(r), 0)
+        x = s.lean_start()
+        free = np.flatnonzero(r.k > 1)
+        if len(free) >= 2 and (s.profile(x) <= r.usage_limit).all() and s.cost(x) < FINITE:
+            break
+    else:
+        pytest.fail("no draw in 200 had a finite feasible start to re-optimise")
     region = free[: max(2, len(free) - 1)]
     step = improve(r, x, s.cost, region, 30.0)
     assert step.finished and s.cost(step.x) <= s.cost(x) and (s.profile(step.x) <= r.usage_limit).all()
